@@ -1,0 +1,66 @@
+"""Fixtures shared by every package: the dialect matrix on real database servers.
+
+``--db=postgres,mariadb,mysql,sqlite`` narrows the matrix (default: all four). A server that
+cannot be reached is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from testsupport import ALL_DIALECTS, IsolatedDatabase, create_isolated_database
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--db",
+        default=",".join(ALL_DIALECTS),
+        help="comma-separated dialects to run database tests on (postgres,mariadb,mysql,sqlite)",
+    )
+
+
+def selected_dialects(config: pytest.Config) -> list[str]:
+    chosen = [d.strip() for d in config.getoption("--db").split(",") if d.strip()]
+    unknown = [d for d in chosen if d not in ALL_DIALECTS]
+    if unknown:
+        raise pytest.UsageError(f"--db: unknown dialect(s) {unknown}; choose from {list(ALL_DIALECTS)}")
+    return chosen
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A test asks for ``dialect`` to run once per selected dialect; a marker
+    # ``@pytest.mark.dialects("postgres", "mariadb")`` restricts it to those (capability, not skip).
+    if "dialect" in metafunc.fixturenames:
+        wanted = selected_dialects(metafunc.config)
+        marker = metafunc.definition.get_closest_marker("dialects")
+        if marker is not None:
+            wanted = [d for d in wanted if d in marker.args]
+        metafunc.parametrize("dialect", wanted)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "dialects(*names): run this test only on these dialects (a capability of the feature)"
+    )
+
+
+@pytest.fixture
+def database(dialect: str) -> Iterator[IsolatedDatabase]:
+    """A fresh, empty schema (PostgreSQL) or database (MariaDB/MySQL) or file (SQLite)."""
+    db = create_isolated_database(dialect, scope="schema")
+    try:
+        yield db
+    finally:
+        db.drop()
+
+
+@pytest.fixture
+def whole_database(dialect: str) -> Iterator[IsolatedDatabase]:
+    """A fresh, whole database (for tests that create schemas such as ``eventlog`` themselves)."""
+    db = create_isolated_database(dialect, scope="database")
+    try:
+        yield db
+    finally:
+        db.drop()

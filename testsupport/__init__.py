@@ -1,0 +1,20 @@
+"""Test support shared by every package's tests: real databases, isolated per test.
+
+Not shipped in any distribution; the test suite puts the repository root on ``sys.path``.
+"""
+
+from testsupport.databases import (
+    ALL_DIALECTS,
+    IsolatedDatabase,
+    create_isolated_database,
+    server_url,
+)
+from testsupport.waiting import wait_until
+
+__all__ = [
+    "ALL_DIALECTS",
+    "IsolatedDatabase",
+    "create_isolated_database",
+    "server_url",
+    "wait_until",
+]
