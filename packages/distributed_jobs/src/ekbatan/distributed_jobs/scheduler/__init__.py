@@ -1,0 +1,181 @@
+"""A cluster-safe, database-backed scheduler: db-scheduler for Python.
+
+Depends on SQLAlchemy, croniter and the standard library only — never on ``ekbatan.core`` —
+so it can be used on its own.
+"""
+
+from ekbatan.distributed_jobs.scheduler.client import SchedulerClient, WhenExists
+from ekbatan.distributed_jobs.scheduler.clock import Clock, SettableClock, SystemClock
+from ekbatan.distributed_jobs.scheduler.completion import (
+    CompletionHandler,
+    OnCompleteDoNothing,
+    OnCompleteRemove,
+    OnCompleteReplace,
+    OnCompleteReschedule,
+    OnCompleteRescheduleTo,
+)
+from ekbatan.distributed_jobs.scheduler.context import (
+    CurrentlyExecuting,
+    ExecutionContext,
+    HeartbeatState,
+    SchedulerState,
+)
+from ekbatan.distributed_jobs.scheduler.dead_execution import (
+    CancelDeadExecution,
+    DeadExecutionHandler,
+    ReviveDeadExecution,
+)
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect, dialect_from_url
+from ekbatan.distributed_jobs.scheduler.errors import (
+    DataClassMismatchError,
+    ExecutionError,
+    FailedToScheduleBatchError,
+    SchedulerError,
+    SerializationError,
+    TaskInstanceCurrentlyExecutingError,
+    TaskInstanceError,
+    TaskInstanceNotFoundError,
+    UnknownTaskError,
+)
+from ekbatan.distributed_jobs.scheduler.execution import (
+    PRIORITY_HIGH,
+    PRIORITY_LOW,
+    PRIORITY_MEDIUM,
+    Execution,
+    ExecutionComplete,
+    ExecutionResult,
+    TaskInstanceId,
+)
+from ekbatan.distributed_jobs.scheduler.failure import (
+    ExponentialBackoff,
+    FailureHandler,
+    FailureHandlers,
+    MaxRetries,
+    OnFailureReschedule,
+    OnFailureRescheduleUsingTaskDataSchedule,
+    OnFailureRetryLater,
+)
+from ekbatan.distributed_jobs.scheduler.instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler.listener import (
+    CandidateEventType,
+    ExecutionChain,
+    ExecutionInterceptor,
+    SchedulerEventType,
+    SchedulerListener,
+)
+from ekbatan.distributed_jobs.scheduler.listing import (
+    ExecutionTimeAndId,
+    ScheduledExecution,
+    ScheduledExecutionsFilter,
+    TaskSummary,
+)
+from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler.scheduler import Scheduler, SchedulerBuilder
+from ekbatan.distributed_jobs.scheduler.schedules import (
+    NEVER,
+    Daily,
+    FixedDelay,
+    PersistentCronSchedule,
+    PlainScheduleAndData,
+    Schedule,
+    ScheduleAndData,
+    Schedules,
+)
+from ekbatan.distributed_jobs.scheduler.schema import (
+    DEFAULT_TABLE_NAME,
+    create_table,
+    ddl_statements,
+    validate_table_name,
+)
+from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, PickleSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler.tasks import (
+    RECURRING_INSTANCE,
+    CustomTask,
+    OneTimeTask,
+    RecurringTask,
+    RecurringTaskWithPersistentSchedule,
+    Task,
+    Tasks,
+)
+
+__all__ = [
+    "DEFAULT_TABLE_NAME",
+    "NEVER",
+    "PRIORITY_HIGH",
+    "PRIORITY_LOW",
+    "PRIORITY_MEDIUM",
+    "RECURRING_INSTANCE",
+    "CancelDeadExecution",
+    "CandidateEventType",
+    "Clock",
+    "CompletionHandler",
+    "CurrentlyExecuting",
+    "CustomTask",
+    "Daily",
+    "DataClassMismatchError",
+    "DeadExecutionHandler",
+    "Dialect",
+    "Execution",
+    "ExecutionChain",
+    "ExecutionComplete",
+    "ExecutionContext",
+    "ExecutionError",
+    "ExecutionInterceptor",
+    "ExecutionOperations",
+    "ExecutionResult",
+    "ExecutionTimeAndId",
+    "ExponentialBackoff",
+    "FailedToScheduleBatchError",
+    "FailureHandler",
+    "FailureHandlers",
+    "FixedDelay",
+    "HeartbeatState",
+    "JsonSerializer",
+    "MaxRetries",
+    "OnCompleteDoNothing",
+    "OnCompleteRemove",
+    "OnCompleteReplace",
+    "OnCompleteReschedule",
+    "OnCompleteRescheduleTo",
+    "OnFailureReschedule",
+    "OnFailureRescheduleUsingTaskDataSchedule",
+    "OnFailureRetryLater",
+    "OneTimeTask",
+    "PersistentCronSchedule",
+    "PickleSerializer",
+    "PlainScheduleAndData",
+    "RecurringTask",
+    "RecurringTaskWithPersistentSchedule",
+    "ReviveDeadExecution",
+    "Schedule",
+    "ScheduleAndData",
+    "SchedulableInstance",
+    "ScheduledExecution",
+    "ScheduledExecutionsFilter",
+    "Scheduler",
+    "SchedulerBuilder",
+    "SchedulerClient",
+    "SchedulerError",
+    "SchedulerEventType",
+    "SchedulerListener",
+    "SchedulerState",
+    "Schedules",
+    "SerializationError",
+    "Serializer",
+    "SettableClock",
+    "SystemClock",
+    "Task",
+    "TaskInstance",
+    "TaskInstanceCurrentlyExecutingError",
+    "TaskInstanceError",
+    "TaskInstanceId",
+    "TaskInstanceNotFoundError",
+    "TaskSummary",
+    "Tasks",
+    "UnknownTaskError",
+    "WhenExists",
+    "create_table",
+    "ddl_statements",
+    "dialect_from_url",
+    "validate_table_name",
+]

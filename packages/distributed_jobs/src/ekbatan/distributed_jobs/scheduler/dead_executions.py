@@ -1,0 +1,73 @@
+"""Dead-execution detection, run by every instance every 2 × heartbeat interval.
+
+An execution is dead when it is picked and its ``last_heartbeat`` is older than
+``heartbeat_interval × missed_heartbeats_limit``. Any instance may declare any instance's
+execution dead; the handler's versioned write makes concurrent detectors harmless (one wins,
+the others update nothing). The same pass deletes rows of task names nobody here knows once
+they are older than ``delete_unresolved_after``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from ekbatan.distributed_jobs.scheduler.clock import Clock
+from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
+from ekbatan.distributed_jobs.scheduler.listener import Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.serializers import Serializer
+
+log = logging.getLogger(__name__)
+
+
+class DeadExecutionDetector:
+    def __init__(
+        self,
+        repository: TaskRepository,
+        serializer: Serializer,
+        clock: Clock,
+        listeners: Listeners,
+        dead_after: timedelta,
+        delete_unresolved_after: timedelta,
+        on_scheduled: object = None,
+    ) -> None:
+        self.repository = repository
+        self.serializer = serializer
+        self.clock = clock
+        self.listeners = listeners
+        self.dead_after = dead_after
+        self.delete_unresolved_after = delete_unresolved_after
+        self._on_scheduled = on_scheduled
+
+    def run_once(self) -> None:
+        self.delete_old_unresolved()
+        now = self.clock.now()
+        for execution in self.repository.get_dead_executions(now - self.dead_after):
+            task = self.repository.resolver.resolve(execution.task_name)
+            if task is None:
+                continue
+            try:
+                self.listeners.on_scheduler_event(SchedulerEventType.DEAD_EXECUTION)
+                self.listeners.on_execution_dead(execution)
+                complete = ExecutionComplete.failure(execution, now, now, None)
+                ops = ExecutionOperations(self.repository, execution, self.serializer, self._on_scheduled)  # type: ignore[arg-type]
+                task.dead_execution_handler.dead_execution(complete, ops)
+            except Exception:
+                log.exception("handling dead execution %s failed; will retry on the next run", execution)
+                self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+        self.listeners.on_scheduler_event(SchedulerEventType.RAN_DETECT_DEAD)
+
+    def delete_old_unresolved(self) -> None:
+        now = self.clock.now()
+        for name, first_seen in self.repository.resolver.unresolved().items():
+            if now - first_seen > self.delete_unresolved_after:
+                log.warning(
+                    "deleting all executions of unknown task %r: unresolved for more than %s",
+                    name,
+                    self.delete_unresolved_after,
+                )
+                removed = self.repository.delete_unresolved(name)
+                log.info("deleted %d execution(s) of unknown task %r", removed, name)
+                self.repository.resolver.forget_unresolved(name)

@@ -1,0 +1,18 @@
+"""Per-dialect SQL backends behind one interface."""
+
+from ekbatan.distributed_jobs.scheduler.dialects.base import Dialect, SqlDialect
+from ekbatan.distributed_jobs.scheduler.dialects.detection import dialect_from_url, resolve_dialect
+from ekbatan.distributed_jobs.scheduler.dialects.mysql import MariaDbDialect, MySqlDialect
+from ekbatan.distributed_jobs.scheduler.dialects.postgresql import PostgreSqlDialect
+from ekbatan.distributed_jobs.scheduler.dialects.sqlite import SqliteDialect
+
+__all__ = [
+    "Dialect",
+    "MariaDbDialect",
+    "MySqlDialect",
+    "PostgreSqlDialect",
+    "SqlDialect",
+    "SqliteDialect",
+    "dialect_from_url",
+    "resolve_dialect",
+]

@@ -1,0 +1,76 @@
+"""The seam between the engine and one database family.
+
+Each backend knows how its driver wants timestamps and booleans bound and read back (so a
+row written by Java's db-scheduler reads the same here), how a limit is spelled, whether it
+can lock-and-fetch with ``SKIP LOCKED``, and what a fresh connection needs.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+
+class Dialect(enum.StrEnum):
+    POSTGRESQL = "postgresql"
+    MARIADB = "mariadb"
+    MYSQL = "mysql"
+    SQLITE = "sqlite"
+
+
+class SqlDialect:
+    """Base behaviour; subclasses override what their database does differently."""
+
+    dialect: ClassVar[Dialect]
+    #: ``FOR UPDATE SKIP LOCKED`` claims are possible (lock-and-fetch polling strategy)
+    supports_lock_and_fetch: ClassVar[bool] = False
+    #: the whole lock-and-fetch happens in one ``UPDATE … RETURNING`` statement
+    single_statement_lock_and_fetch: ClassVar[bool] = False
+    #: row-value ``(a, b) IN ((?, ?), …)`` comparisons are understood
+    supports_row_values: ClassVar[bool] = True
+
+    @property
+    def name(self) -> str:
+        return self.dialect.value
+
+    # -- value encoding -------------------------------------------------------------------
+    def encode_time(self, instant: datetime | None) -> Any:
+        return instant
+
+    def decode_time(self, value: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    def encode_bool(self, value: bool) -> Any:
+        return value
+
+    def decode_bool(self, value: Any) -> bool:
+        return bool(value)
+
+    def decode_bytes(self, value: Any) -> bytes | None:
+        if value is None:
+            return None
+        return bytes(value)
+
+    # -- SQL spelling ---------------------------------------------------------------------
+    def limit(self, n: int) -> str:
+        return f" LIMIT {int(n)}"
+
+    def priority_order(self) -> str:
+        # NULL priority sorts last on every dialect (MySQL, MariaDB and SQLite already put
+        # NULL lowest; PostgreSQL needs it spelled out under DESC).
+        return "priority DESC, execution_time ASC"
+
+    def lock_and_fetch_select_tail(self, n: int) -> str:
+        raise NotImplementedError(f"{self.name} cannot lock-and-fetch")
+
+    # -- connection setup -----------------------------------------------------------------
+    def prepare_connection(self, dbapi_connection: Any) -> None:
+        """Called once per new DBAPI connection the engine hands out."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"

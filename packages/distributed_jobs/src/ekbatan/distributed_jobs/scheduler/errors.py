@@ -1,0 +1,64 @@
+"""Exceptions the engine raises. All derive from :class:`SchedulerError`."""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Base class of every error raised by the scheduler engine."""
+
+
+class TaskInstanceError(SchedulerError):
+    """Something is wrong with one task instance (insert failed, duplicate rows, …)."""
+
+    def __init__(self, message: str, task_name: str, instance_id: str) -> None:
+        super().__init__(message)
+        self.task_name = task_name
+        self.instance_id = instance_id
+
+
+class TaskInstanceNotFoundError(TaskInstanceError):
+    def __init__(self, task_name: str, instance_id: str) -> None:
+        super().__init__(
+            f"no scheduled execution {task_name}/{instance_id} (it may have completed or been cancelled)",
+            task_name,
+            instance_id,
+        )
+
+
+class TaskInstanceCurrentlyExecutingError(TaskInstanceError):
+    def __init__(self, task_name: str, instance_id: str) -> None:
+        super().__init__(
+            f"execution {task_name}/{instance_id} is currently picked by a scheduler and cannot be "
+            "changed; only modify executions that are not picked, ideally ones due well in the future",
+            task_name,
+            instance_id,
+        )
+
+
+class ExecutionError(SchedulerError):
+    """A versioned write to an execution matched no row: another writer got there first.
+
+    ``version`` is the fencing token the write was guarded by.
+    """
+
+    def __init__(self, message: str, task_name: str, instance_id: str, version: int) -> None:
+        super().__init__(f"{message} (execution {task_name}/{instance_id}, version {version})")
+        self.task_name = task_name
+        self.instance_id = instance_id
+        self.version = version
+
+
+class FailedToScheduleBatchError(SchedulerError):
+    """A batch insert failed, typically because one of its keys already exists."""
+
+
+class SerializationError(SchedulerError):
+    """Task data could not be encoded or decoded."""
+
+
+class DataClassMismatchError(SchedulerError):
+    """Decoded task data is not of the type the caller asked for."""
+
+
+class UnknownTaskError(SchedulerError):
+    """A task name that this scheduler or client does not know."""

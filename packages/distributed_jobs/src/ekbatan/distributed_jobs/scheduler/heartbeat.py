@@ -1,0 +1,78 @@
+"""Heartbeats: refresh ``last_heartbeat`` of every execution running in this process.
+
+Written by a housekeeping thread, never by the worker, so a long handler is not itself at
+risk; guarded by the version the execution was claimed at, and never bumping it, so the
+owner's own completion still matches. A failed heartbeat does not stop the handler; it
+marks its heartbeat state stale, which the handler can watch.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ekbatan.distributed_jobs.scheduler.clock import Clock
+from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
+from ekbatan.distributed_jobs.scheduler.listener import Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.runner import ExecutionRegistry
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 3
+
+
+class HeartbeatUpdater:
+    def __init__(
+        self, repository: TaskRepository, registry: ExecutionRegistry, clock: Clock, listeners: Listeners
+    ) -> None:
+        self.repository = repository
+        self.registry = registry
+        self.clock = clock
+        self.listeners = listeners
+
+    def run_once(self) -> None:
+        running = self.registry.snapshot()
+        if not running:
+            return
+        for currently in running:
+            self._beat(currently)
+        self.listeners.on_scheduler_event(SchedulerEventType.RAN_UPDATE_HEARTBEATS)
+
+    def _beat(self, currently: CurrentlyExecuting) -> None:
+        execution = currently.execution
+        now = self.clock.now()
+        try:
+            ok = self._update_with_retries(currently)
+        except Exception:
+            log.exception("heartbeat of %s failed unexpectedly", execution)
+            self.listeners.on_scheduler_event(SchedulerEventType.FAILED_HEARTBEAT)
+            self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+            self.listeners.on_execution_failed_heartbeat(currently)
+            return
+        if ok:
+            currently.heartbeat_state.success(now)
+            return
+        failures = currently.heartbeat_state.failed(now)
+        log.info("heartbeat of %s updated no row (completed meanwhile, or taken over)", execution)
+        self.listeners.on_scheduler_event(SchedulerEventType.FAILED_HEARTBEAT)
+        self.listeners.on_execution_failed_heartbeat(currently)
+        if failures > 1:
+            log.warning(
+                "execution %s has failed %d heartbeats in a row (fraction dead %.2f); it may be revived "
+                "by another instance",
+                execution,
+                failures,
+                currently.heartbeat_state.fraction_dead,
+            )
+            self.listeners.on_scheduler_event(SchedulerEventType.FAILED_MULTIPLE_HEARTBEATS)
+
+    def _update_with_retries(self, currently: CurrentlyExecuting) -> bool:
+        # Retry only when the statement raises; zero rows is an answer, not an accident.
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return self.repository.update_heartbeat(currently.execution, self.clock.now())
+            except Exception:
+                if attempt == ATTEMPTS:
+                    raise
+                log.debug("heartbeat attempt %d of %s raised; retrying", attempt, currently.execution)
+        return False

@@ -1,0 +1,257 @@
+"""The poll loop and its two strategies.
+
+* **fetch** (every dialect): read up to ``upper`` due rows, queue each; a worker claims its
+  row with an optimistic ``UPDATE … WHERE version = ?`` just before running it. Candidates
+  queued by an older poll are dropped when a newer poll has happened.
+* **lock-and-fetch** (PostgreSQL, MySQL 8, MariaDB ≥ 10.6): claim up to
+  ``upper − queued`` rows in one go with ``FOR UPDATE SKIP LOCKED``; queued rows are already
+  picked (and, until a worker starts them, not heartbeating).
+
+Either way a new poll is triggered early when the queue runs low and the database probably
+holds more due rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ekbatan.distributed_jobs.scheduler.clock import Clock
+from ekbatan.distributed_jobs.scheduler.context import SchedulerState
+from ekbatan.distributed_jobs.scheduler.execution import Execution
+from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.runner import ExecutionRunner
+from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PollingStrategyConfig:
+    """Which strategy, and its limits as fractions of the worker thread count."""
+
+    kind: str = "fetch"  # "fetch" | "lock_and_fetch"
+    lower_fraction: float = 0.5
+    upper_fraction: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("fetch", "lock_and_fetch"):
+            raise ValueError(f"unknown polling strategy {self.kind!r}; use 'fetch' or 'lock_and_fetch'")
+        if self.lower_fraction < 0:
+            raise ValueError(f"lower limit fraction must be >= 0, got {self.lower_fraction}")
+        if not self.lower_fraction < self.upper_fraction:
+            raise ValueError(
+                f"lower limit fraction ({self.lower_fraction}) must be below the upper one ({self.upper_fraction})"
+            )
+        if self.upper_fraction < 1.0:
+            raise ValueError(f"upper limit fraction must be >= 1.0, got {self.upper_fraction}")
+
+    def limits(self, threads: int) -> tuple[int, int]:
+        # Truncation, as db-scheduler does: 0.5 x 1 thread gives a lower limit of 0.
+        return int(self.lower_fraction * threads), int(self.upper_fraction * threads)
+
+    @classmethod
+    def fetch(cls, lower: float = 0.5, upper: float = 3.0) -> PollingStrategyConfig:
+        return cls("fetch", lower, upper)
+
+    @classmethod
+    def lock_and_fetch(cls, lower: float = 0.5, upper: float = 1.0) -> PollingStrategyConfig:
+        return cls("lock_and_fetch", lower, upper)
+
+
+@dataclass(frozen=True, slots=True)
+class PollResult:
+    fetched: int
+    possibly_more: bool
+
+
+class _Batch:
+    """One fetch-mode poll's candidates: triggers one early re-poll when it runs low."""
+
+    __slots__ = ("_lock", "generation", "left", "lower", "possibly_more", "stale", "triggered")
+
+    def __init__(self, generation: int, size: int, possibly_more: bool, lower: int) -> None:
+        self._lock = threading.Lock()
+        self.generation = generation
+        self.left = size
+        self.possibly_more = possibly_more
+        self.lower = lower
+        self.stale = False
+        self.triggered = False
+
+    def one_done(self) -> bool:
+        """Count one candidate done; True when this should trigger a new poll."""
+        with self._lock:
+            self.left -= 1
+            if self.stale or self.triggered or not self.possibly_more or self.left > self.lower:
+                return False
+            self.triggered = True
+            return True
+
+
+class FetchStrategy:
+    def __init__(
+        self,
+        repository: TaskRepository,
+        runner: ExecutionRunner,
+        pool: WorkerPool,
+        clock: Clock,
+        state: SchedulerState,
+        listeners: Listeners,
+        lower: int,
+        upper: int,
+        trigger: Callable[[], None],
+    ) -> None:
+        self.repository = repository
+        self.runner = runner
+        self.pool = pool
+        self.clock = clock
+        self.state = state
+        self.listeners = listeners
+        self.lower = lower
+        self.upper = upper
+        self.trigger = trigger
+        self._generation = 0
+
+    def run(self) -> PollResult:
+        due = self.repository.get_due(self.clock.now(), self.upper)
+        self._generation += 1
+        batch = _Batch(self._generation, len(due), len(due) == self.upper, self.lower)
+        for execution in due:
+            self.pool.submit(self._job(execution, batch), self._done(batch))
+        self.listeners.on_scheduler_event(SchedulerEventType.RAN_EXECUTE_DUE)
+        return PollResult(len(due), batch.possibly_more)
+
+    def _done(self, batch: _Batch) -> Callable[[], None]:
+        def done() -> None:
+            if batch.one_done():
+                self.trigger()
+
+        return done
+
+    def _job(self, candidate: Execution, batch: _Batch) -> Callable[[], None]:
+        def job() -> None:
+            if self.state.is_shutting_down:
+                log.debug("shutting down; skipping candidate %s", candidate)
+                return
+            if batch.generation < self._generation:
+                batch.stale = True
+                self.listeners.on_candidate_event(CandidateEventType.STALE)
+                return
+            picked = self.repository.pick(candidate, self.clock.now())
+            if picked is None:
+                log.debug("candidate %s was picked by another scheduler", candidate)
+                self.listeners.on_candidate_event(CandidateEventType.ALREADY_PICKED)
+                return
+            self.runner.execute(picked)
+
+        return job
+
+
+class LockAndFetchStrategy:
+    def __init__(
+        self,
+        repository: TaskRepository,
+        runner: ExecutionRunner,
+        pool: WorkerPool,
+        clock: Clock,
+        listeners: Listeners,
+        lower: int,
+        upper: int,
+        trigger: Callable[[], None],
+    ) -> None:
+        self.repository = repository
+        self.runner = runner
+        self.pool = pool
+        self.clock = clock
+        self.listeners = listeners
+        self.lower = lower
+        self.upper = upper
+        self.trigger = trigger
+        self._more_in_db = False
+
+    def run(self) -> PollResult:
+        to_fetch = self.upper - self.pool.in_queue_or_processing
+        if to_fetch <= 0:
+            return PollResult(0, True)
+        picked = self.repository.lock_and_fetch(self.clock.now(), to_fetch)
+        self._more_in_db = len(picked) == to_fetch
+        if not picked:
+            return PollResult(0, False)
+        for execution in picked:
+            self.pool.submit(self._job(execution), self._done)
+        self.listeners.on_scheduler_event(SchedulerEventType.RAN_EXECUTE_DUE)
+        return PollResult(len(picked), self._more_in_db)
+
+    def _job(self, execution: Execution) -> Callable[[], None]:
+        return lambda: self.runner.execute(execution)
+
+    def _done(self) -> None:
+        if self._more_in_db and self.pool.in_queue_or_processing <= self.lower:
+            self.trigger()
+
+
+class PollLoop:
+    """The poller thread: run the strategy, then sleep until the polling interval ends, the
+    earliest known due time arrives, or someone triggers an early poll."""
+
+    def __init__(
+        self,
+        strategy: FetchStrategy | LockAndFetchStrategy,
+        repository: TaskRepository,
+        clock: Clock,
+        state: SchedulerState,
+        listeners: Listeners,
+        polling_interval: timedelta,
+        waiter: object,
+    ) -> None:
+        self.strategy = strategy
+        self.repository = repository
+        self.clock = clock
+        self.state = state
+        self.listeners = listeners
+        self.interval = polling_interval.total_seconds()
+        self.waiter = waiter
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ekbatan-poller", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self.state.is_shutting_down:
+            wait = self.interval
+            if not self.state.is_paused:
+                try:
+                    result = self.strategy.run()
+                    if not result.possibly_more:
+                        wait = self._until_next_due(wait)
+                except Exception:
+                    log.exception("polling for due executions failed")
+                    self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+            if self.state.is_shutting_down:
+                break
+            self.waiter.wait(wait)  # type: ignore[attr-defined]
+
+    def _until_next_due(self, wait: float) -> float:
+        """Shorten the sleep to the earliest future due time in the table, if sooner."""
+        now = self.clock.now()
+        next_due = self.repository.next_execution_time(now)
+        return _seconds_until(next_due, now, wait)
+
+    def join(self, timeout: float) -> bool:
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        return self._thread is None or not self._thread.is_alive()
+
+
+def _seconds_until(due: datetime | None, now: datetime, cap: float) -> float:
+    if due is None or due <= now:
+        return cap
+    # one extra millisecond: SQLite stores milliseconds, and waking a hair early means a
+    # wasted poll followed by a whole interval of sleep
+    return min(cap, (due - now).total_seconds() + 0.001)

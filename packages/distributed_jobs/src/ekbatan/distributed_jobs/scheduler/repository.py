@@ -1,0 +1,600 @@
+"""Every statement the engine runs against ``scheduled_tasks``, in one place.
+
+Each state-changing write is conditioned on the ``version`` the caller read and bumps it
+(heartbeats check it but never bump it), which is what keeps a stalled instance from
+recording a result after its execution was revived elsewhere. Timestamps always come from
+the application clock, bound through the dialect's encoding.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect
+from ekbatan.distributed_jobs.scheduler.errors import (
+    ExecutionError,
+    FailedToScheduleBatchError,
+    TaskInstanceError,
+)
+from ekbatan.distributed_jobs.scheduler.execution import Execution
+from ekbatan.distributed_jobs.scheduler.listing import ScheduledExecutionsFilter, TaskSummary
+from ekbatan.distributed_jobs.scheduler.schema import validate_table_name
+from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+
+log = logging.getLogger(__name__)
+
+COLUMNS = (
+    "task_name, task_instance, task_data, execution_time, picked, picked_by, last_success, "
+    "last_failure, consecutive_failures, last_heartbeat, version, priority"
+)
+
+#: A caller-supplied place to run statements: a Connection, or an ORM Session.
+ConnectionLike = Any
+
+_KEEP: Any = object()
+
+
+class NewExecution:
+    """A row to insert."""
+
+    __slots__ = ("execution_time", "instance_id", "priority", "raw_data", "task_name")
+
+    def __init__(
+        self,
+        task_name: str,
+        instance_id: str,
+        execution_time: datetime,
+        raw_data: bytes | None = None,
+        priority: int | None = None,
+    ) -> None:
+        self.task_name = task_name
+        self.instance_id = instance_id
+        self.execution_time = execution_time
+        self.raw_data = raw_data
+        self.priority = priority
+
+
+def as_connection(connection: ConnectionLike) -> sa.Connection:
+    """Accept a Core ``Connection`` or an ORM ``Session`` (its current connection)."""
+    if isinstance(connection, sa.Connection):
+        return connection
+    if hasattr(connection, "connection") and callable(connection.connection):
+        return connection.connection()
+    raise TypeError(
+        f"expected an SQLAlchemy Connection or Session to run on, got {type(connection).__name__}"
+    )
+
+
+class TaskRepository:
+    """The SQL protocol of ``scheduled_tasks`` for one table on one database."""
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        dialect: SqlDialect,
+        resolver: TaskResolver,
+        *,
+        table_name: str = "scheduled_tasks",
+        picked_by: str = "scheduler",
+        priority_enabled: bool = False,
+    ) -> None:
+        self.engine = engine
+        self.dialect = dialect
+        self.resolver = resolver
+        self.table_name = validate_table_name(table_name)
+        self.picked_by = picked_by[:50]
+        self.priority_enabled = priority_enabled
+        self._prepare_statements()
+
+    # ------------------------------------------------------------------ statements
+    def _prepare_statements(self) -> None:
+        t = self.table_name
+        self._order_due = self.dialect.priority_order() if self.priority_enabled else "execution_time ASC"
+        insert_cols = "task_name, task_instance, task_data, execution_time, picked, version"
+        insert_vals = ":task_name, :task_instance, :task_data, :execution_time, :picked, 1"
+        if self.priority_enabled:
+            insert_cols += ", priority"
+            insert_vals += ", :priority"
+        plain_insert = f"INSERT INTO {t} ({insert_cols}) VALUES ({insert_vals})"
+        self._sql_insert = sa.text(plain_insert)
+        if self.dialect.dialect in (Dialect.POSTGRESQL, Dialect.SQLITE):
+            self._sql_insert_if_absent: sa.TextClause | None = sa.text(
+                plain_insert + " ON CONFLICT (task_name, task_instance) DO NOTHING"
+            )
+        else:
+            # MySQL/MariaDB: INSERT IGNORE would also swallow truncation and other errors, so a
+            # duplicate is detected from the key violation instead (it leaves the transaction
+            # usable on these servers).
+            self._sql_insert_if_absent = None
+        self._sql_get = sa.text(
+            f"SELECT {COLUMNS} FROM {t} WHERE task_name = :task_name AND task_instance = :task_instance"
+        )
+        self._sql_pick = sa.text(
+            f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
+            "version = version + 1 WHERE picked = :false AND task_name = :task_name "
+            "AND task_instance = :task_instance AND version = :version"
+        )
+        self._sql_heartbeat = sa.text(
+            f"UPDATE {t} SET last_heartbeat = :now WHERE task_name = :task_name "
+            "AND task_instance = :task_instance AND version = :version"
+        )
+        self._sql_remove = sa.text(
+            f"DELETE FROM {t} WHERE task_name = :task_name AND task_instance = :task_instance "
+            "AND version = :version"
+        )
+        reschedule_head = f"UPDATE {t} SET execution_time = :execution_time, "
+        reschedule_tail = (
+            "picked = :false, picked_by = NULL, last_success = :last_success, last_failure = :last_failure, "
+            "consecutive_failures = :consecutive_failures, last_heartbeat = NULL, version = :new_version "
+            "WHERE task_name = :task_name AND task_instance = :task_instance AND version = :version"
+        )
+        self._sql_reschedule = sa.text(reschedule_head + reschedule_tail)
+        self._sql_reschedule_data = sa.text(reschedule_head + "task_data = :task_data, " + reschedule_tail)
+        self._sql_replace = sa.text(
+            f"UPDATE {t} SET task_name = :new_task_name, task_instance = :new_task_instance, picked = :false, "
+            "picked_by = NULL, last_heartbeat = NULL, last_success = NULL, last_failure = NULL, "
+            "consecutive_failures = 0, execution_time = :execution_time, task_data = :task_data, version = 1 "
+            "WHERE task_name = :task_name AND task_instance = :task_instance AND version = :version"
+        )
+        self._sql_unpick = sa.text(
+            f"UPDATE {t} SET picked = :false, picked_by = NULL, version = version + 1 WHERE picked = :true "
+            "AND version = :version AND task_name = :task_name AND task_instance = :task_instance"
+        )
+        self._sql_delete_task = sa.text(f"DELETE FROM {t} WHERE task_name = :task_name")
+
+    def _not_in_unresolved(self) -> tuple[str, dict[str, Any]]:
+        names = self.resolver.unresolved_names()
+        if not names:
+            return "", {}
+        placeholders = ", ".join(f":u{i}" for i in range(len(names)))
+        return f" AND task_name NOT IN ({placeholders})", {f"u{i}": n for i, n in enumerate(names)}
+
+    # ------------------------------------------------------------------ connections
+    @contextmanager
+    def _tx(self, connection: ConnectionLike | None = None) -> Iterator[sa.Connection]:
+        """The caller's connection (never committed here) or a fresh committed transaction."""
+        if connection is not None:
+            yield as_connection(connection)
+            return
+        with self.engine.begin() as conn:
+            yield conn
+
+    # ------------------------------------------------------------------ row mapping
+    def _execution(self, row: Sequence[Any]) -> Execution:
+        d = self.dialect
+        return Execution(
+            task_name=row[0],
+            instance_id=row[1],
+            raw_data=d.decode_bytes(row[2]),
+            execution_time=d.decode_time(row[3]),  # type: ignore[arg-type]
+            picked=d.decode_bool(row[4]),
+            picked_by=row[5],
+            last_success=d.decode_time(row[6]),
+            last_failure=d.decode_time(row[7]),
+            consecutive_failures=row[8] or 0,
+            last_heartbeat=d.decode_time(row[9]),
+            version=int(row[10]),
+            priority=row[11],
+        )
+
+    def _resolved(self, rows: Sequence[Sequence[Any]]) -> list[Execution]:
+        """Map rows, dropping (and recording) those whose task this process does not know."""
+        executions = []
+        for row in rows:
+            execution = self._execution(row)
+            if self.resolver.resolve(execution.task_name) is None:
+                self.resolver.add_unresolved(execution.task_name, execution.execution_time)
+                continue
+            executions.append(execution)
+        return executions
+
+    def _insert_params(self, new: NewExecution) -> dict[str, Any]:
+        return {
+            "task_name": new.task_name,
+            "task_instance": new.instance_id,
+            "task_data": new.raw_data,
+            "execution_time": self.dialect.encode_time(new.execution_time),
+            "picked": self.dialect.encode_bool(False),
+            "priority": new.priority,
+        }
+
+    # ------------------------------------------------------------------ scheduling
+    def create_if_not_exists(self, new: NewExecution, connection: ConnectionLike | None = None) -> bool:
+        """Insert unless ``(task_name, task_instance)`` exists; return whether it inserted."""
+        params = self._insert_params(new)
+        with self._tx(connection) as conn:
+            if self._sql_insert_if_absent is not None:
+                return conn.execute(self._sql_insert_if_absent, params).rowcount == 1
+            if conn.execute(self._sql_get, params).first() is not None:
+                return False
+            try:
+                conn.execute(self._sql_insert, params)
+                return True
+            except IntegrityError as exc:
+                if conn.execute(self._sql_get, params).first() is not None:
+                    return False  # lost the race to another inserter
+                raise TaskInstanceError(
+                    f"failed to schedule {new.task_name}/{new.instance_id}: {exc.orig}",
+                    new.task_name,
+                    new.instance_id,
+                ) from exc
+
+    def create_batch(self, batch: Sequence[NewExecution], connection: ConnectionLike | None = None) -> None:
+        """Insert all rows in one transaction; any existing key fails the whole batch."""
+        if not batch:
+            return
+        try:
+            with self._tx(connection) as conn:
+                conn.execute(self._sql_insert, [self._insert_params(n) for n in batch])
+        except IntegrityError as exc:
+            raise FailedToScheduleBatchError(
+                f"failed to schedule a batch of {len(batch)} executions (first: "
+                f"{batch[0].task_name}/{batch[0].instance_id}); one of them probably exists already: "
+                f"{exc.orig}"
+            ) from exc
+
+    # ------------------------------------------------------------------ polling
+    def get_due(self, now: datetime, limit: int) -> list[Execution]:
+        clause, extra = self._not_in_unresolved()
+        sql = sa.text(
+            f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
+            f"{clause} ORDER BY {self._order_due}{self.dialect.limit(limit)}"
+        )
+        params = {"false": self.dialect.encode_bool(False), "now": self.dialect.encode_time(now), **extra}
+        with self.engine.connect() as conn:
+            rows = conn.execute(sql, params).all()
+            conn.rollback()
+        return self._resolved(rows)
+
+    def next_execution_time(self, now: datetime) -> datetime | None:
+        """The earliest ``execution_time`` of a not-picked row (used to time the next poll)."""
+        clause, extra = self._not_in_unresolved()
+        sql = sa.text(f"SELECT MIN(execution_time) FROM {self.table_name} WHERE picked = :false{clause}")
+        with self.engine.connect() as conn:
+            value = conn.execute(sql, {"false": self.dialect.encode_bool(False), **extra}).scalar()
+            conn.rollback()
+        return self.dialect.decode_time(value)
+
+    def pick(self, execution: Execution, now: datetime) -> Execution | None:
+        """Optimistically claim ``execution``; None when another instance got there first."""
+        params = {
+            "true": self.dialect.encode_bool(True),
+            "false": self.dialect.encode_bool(False),
+            "picked_by": self.picked_by,
+            "now": self.dialect.encode_time(now),
+            "task_name": execution.task_name,
+            "task_instance": execution.instance_id,
+            "version": execution.version,
+        }
+        with self.engine.begin() as conn:
+            count = conn.execute(self._sql_pick, params).rowcount
+        if count == 0:
+            return None
+        if count > 1:
+            raise ExecutionError(
+                "claim updated more than one row",
+                execution.task_name,
+                execution.instance_id,
+                execution.version,
+            )
+        # The row cannot have changed between the read and the claim (its version matched),
+        # so the claimed state is known without reading it again.
+        return execution.with_changes(
+            picked=True, picked_by=self.picked_by, last_heartbeat=now, version=execution.version + 1
+        )
+
+    def lock_and_fetch(self, now: datetime, limit: int) -> list[Execution]:
+        """Claim up to ``limit`` due rows at once with ``FOR UPDATE SKIP LOCKED``."""
+        if not self.dialect.supports_lock_and_fetch:
+            raise NotImplementedError(f"{self.dialect.name} does not support lock-and-fetch")
+        d = self.dialect
+        clause, extra = self._not_in_unresolved()
+        params = {
+            "true": d.encode_bool(True),
+            "false": d.encode_bool(False),
+            "picked_by": self.picked_by,
+            "now": d.encode_time(now),
+            **extra,
+        }
+        if d.single_statement_lock_and_fetch:
+            t = self.table_name
+            sql = sa.text(
+                f"WITH locked AS (UPDATE {t} st1 SET picked = :true, picked_by = :picked_by, "
+                "last_heartbeat = :now, version = version + 1 "
+                f"WHERE (st1.task_name, st1.task_instance) IN (SELECT st2.task_name, st2.task_instance FROM {t} st2 "
+                f"WHERE picked = :false AND execution_time <= :now{clause} ORDER BY {self._order_due}"
+                f"{d.lock_and_fetch_select_tail(limit)}) RETURNING st1.*) "
+                f"SELECT {COLUMNS} FROM locked ORDER BY {self._order_due}"
+            )
+            with self.engine.begin() as conn:
+                rows = conn.execute(sql, params).all()
+            executions = [self._execution(r) for r in rows]
+            known = [e for e in executions if self.resolver.resolve(e.task_name) is not None]
+            unknown = [e for e in executions if self.resolver.resolve(e.task_name) is None]
+            if unknown:
+                for e in unknown:
+                    self.resolver.add_unresolved(e.task_name, e.execution_time)
+                self.unpick(unknown)
+            return known
+        select = sa.text(
+            f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
+            f"{clause} ORDER BY {self._order_due}{d.lock_and_fetch_select_tail(limit)}"
+        )
+        with self.engine.begin() as conn:
+            candidates = self._resolved(conn.execute(select, params).all())
+            if not candidates:
+                return []
+            keys = ", ".join(f"(:n{i}, :i{i})" for i in range(len(candidates)))
+            update = sa.text(
+                f"UPDATE {self.table_name} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
+                f"version = version + 1 WHERE (task_name, task_instance) IN ({keys})"
+            )
+            key_params = {}
+            for i, e in enumerate(candidates):
+                key_params[f"n{i}"] = e.task_name
+                key_params[f"i{i}"] = e.instance_id
+            updated = conn.execute(update, {**params, **key_params}).rowcount
+            if updated != len(candidates):
+                log.error("lock-and-fetch locked %d rows but updated %d", len(candidates), updated)
+        return [
+            e.with_changes(picked=True, picked_by=self.picked_by, last_heartbeat=now, version=e.version + 1)
+            for e in candidates
+        ]
+
+    def unpick(self, executions: Sequence[Execution]) -> None:
+        """Release picked rows (unknown tasks met by the single-statement lock-and-fetch)."""
+        for e in executions:
+            try:
+                with self.engine.begin() as conn:
+                    count = conn.execute(
+                        self._sql_unpick,
+                        {
+                            "false": self.dialect.encode_bool(False),
+                            "true": self.dialect.encode_bool(True),
+                            "version": e.version,
+                            "task_name": e.task_name,
+                            "task_instance": e.instance_id,
+                        },
+                    ).rowcount
+                if count != 1:
+                    log.error("failed to release %s (it was not picked at version %d)", e, e.version)
+            except Exception:
+                log.exception("failed to release %s", e)
+
+    # ------------------------------------------------------------------ completion
+    def remove(self, execution: Execution, connection: ConnectionLike | None = None) -> None:
+        with self._tx(connection) as conn:
+            count = conn.execute(
+                self._sql_remove,
+                {
+                    "task_name": execution.task_name,
+                    "task_instance": execution.instance_id,
+                    "version": execution.version,
+                },
+            ).rowcount
+        if count != 1:
+            raise ExecutionError(
+                f"expected to remove 1 row, removed {count}; another writer changed it first",
+                execution.task_name,
+                execution.instance_id,
+                execution.version,
+            )
+
+    def reschedule(
+        self,
+        execution: Execution,
+        next_time: datetime,
+        *,
+        last_success: datetime | None,
+        last_failure: datetime | None,
+        consecutive_failures: int,
+        new_data: Any = _KEEP,
+        connection: ConnectionLike | None = None,
+    ) -> None:
+        """Move the row to ``next_time``, unpicked, with the given bookkeeping.
+
+        ``new_data`` (already encoded bytes, or None for SQL NULL) replaces ``task_data``;
+        leave it out to keep the stored data.
+        """
+        d = self.dialect
+        params = {
+            "execution_time": d.encode_time(next_time),
+            "false": d.encode_bool(False),
+            "last_success": d.encode_time(last_success),
+            "last_failure": d.encode_time(last_failure),
+            "consecutive_failures": consecutive_failures or 0,
+            "new_version": execution.version + 1,
+            "task_name": execution.task_name,
+            "task_instance": execution.instance_id,
+            "version": execution.version,
+        }
+        sql = self._sql_reschedule
+        if new_data is not _KEEP:
+            sql = self._sql_reschedule_data
+            params["task_data"] = new_data
+        with self._tx(connection) as conn:
+            count = conn.execute(sql, params).rowcount
+        if count != 1:
+            raise ExecutionError(
+                f"expected to reschedule 1 row, updated {count}; another writer changed it first",
+                execution.task_name,
+                execution.instance_id,
+                execution.version,
+            )
+
+    def replace(
+        self,
+        execution: Execution,
+        new_task_name: str,
+        new_instance_id: str,
+        execution_time: datetime,
+        raw_data: bytes | None,
+    ) -> None:
+        """Turn the row into a new execution (another key), version reset to 1."""
+        with self.engine.begin() as conn:
+            count = conn.execute(
+                self._sql_replace,
+                {
+                    "new_task_name": new_task_name,
+                    "new_task_instance": new_instance_id,
+                    "false": self.dialect.encode_bool(False),
+                    "execution_time": self.dialect.encode_time(execution_time),
+                    "task_data": raw_data,
+                    "task_name": execution.task_name,
+                    "task_instance": execution.instance_id,
+                    "version": execution.version,
+                },
+            ).rowcount
+        if count != 1:
+            raise ExecutionError(
+                f"expected to replace 1 row, updated {count}",
+                execution.task_name,
+                execution.instance_id,
+                execution.version,
+            )
+
+    def update_heartbeat(self, execution: Execution, now: datetime) -> bool:
+        """Refresh ``last_heartbeat`` if the row is still at the version we claimed."""
+        with self.engine.begin() as conn:
+            return (
+                conn.execute(
+                    self._sql_heartbeat,
+                    {
+                        "now": self.dialect.encode_time(now),
+                        "task_name": execution.task_name,
+                        "task_instance": execution.instance_id,
+                        "version": execution.version,
+                    },
+                ).rowcount
+                == 1
+            )
+
+    # ------------------------------------------------------------------ housekeeping
+    def get_dead_executions(self, older_than: datetime) -> list[Execution]:
+        clause, extra = self._not_in_unresolved()
+        sql = sa.text(
+            f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :true AND last_heartbeat <= :older_than"
+            f"{clause} ORDER BY last_heartbeat ASC"
+        )
+        params = {
+            "true": self.dialect.encode_bool(True),
+            "older_than": self.dialect.encode_time(older_than),
+            **extra,
+        }
+        with self.engine.connect() as conn:
+            rows = conn.execute(sql, params).all()
+            conn.rollback()
+        return self._resolved(rows)
+
+    def get_executions_failing_longer_than(self, since: datetime) -> list[Execution]:
+        clause, extra = self._not_in_unresolved()
+        sql = sa.text(
+            f"SELECT {COLUMNS} FROM {self.table_name} WHERE consecutive_failures > 0 "
+            f"AND (last_success IS NULL OR last_success < :since){clause}"
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(sql, {"since": self.dialect.encode_time(since), **extra}).all()
+            conn.rollback()
+        return self._resolved(rows)
+
+    def delete_unresolved(self, task_name: str) -> int:
+        with self.engine.begin() as conn:
+            return conn.execute(self._sql_delete_task, {"task_name": task_name}).rowcount
+
+    # ------------------------------------------------------------------ reads for the client
+    def get_execution(
+        self, task_name: str, instance_id: str, connection: ConnectionLike | None = None
+    ) -> Execution | None:
+        with self._read(connection) as conn:
+            rows = conn.execute(self._sql_get, {"task_name": task_name, "task_instance": instance_id}).all()
+        if len(rows) > 1:
+            raise TaskInstanceError(
+                f"found {len(rows)} rows for {task_name}/{instance_id}; the primary key is missing",
+                task_name,
+                instance_id,
+            )
+        return self._execution(rows[0]) if rows else None
+
+    def get_scheduled_executions(
+        self,
+        filter: ScheduledExecutionsFilter,
+        task_name: str | None = None,
+        connection: ConnectionLike | None = None,
+    ) -> list[Execution]:
+        d = self.dialect
+        conditions: list[str] = []
+        params: dict[str, Any] = {}
+        if filter.picked is not None:
+            conditions.append("picked = :picked")
+            params["picked"] = d.encode_bool(filter.picked)
+        if filter.after is not None:
+            conditions.append(
+                "(execution_time >= :after_time AND (execution_time > :after_time OR task_instance > :after_id))"
+            )
+            params["after_time"] = d.encode_time(filter.after.execution_time)
+            params["after_id"] = filter.after.instance_id
+        if filter.before is not None:
+            conditions.append(
+                "(execution_time <= :before_time AND (execution_time < :before_time OR task_instance < :before_id))"
+            )
+            params["before_time"] = d.encode_time(filter.before.execution_time)
+            params["before_id"] = filter.before.instance_id
+        if not filter.include_unresolved:
+            clause, extra = self._not_in_unresolved()
+            if clause:
+                conditions.append(clause.removeprefix(" AND "))
+                params.update(extra)
+        if task_name is not None:
+            conditions.append("task_name = :task_name")
+            params["task_name"] = task_name
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        order = "execution_time ASC, task_instance ASC"
+        if filter.before is not None and filter.after is None:
+            order = "execution_time DESC, task_instance DESC"
+        limit = d.limit(filter.limit) if filter.limit else ""
+        sql = sa.text(f"SELECT {COLUMNS} FROM {self.table_name}{where} ORDER BY {order}{limit}")
+        with self._read(connection) as conn:
+            return [self._execution(r) for r in conn.execute(sql, params).all()]
+
+    def summary_by_task(self, connection: ConnectionLike | None = None) -> list[TaskSummary]:
+        sql = sa.text(
+            "SELECT task_name, COUNT(*), "
+            "SUM(CASE WHEN picked = :true THEN 1 ELSE 0 END), "
+            "SUM(CASE WHEN picked = :false AND COALESCE(consecutive_failures, 0) > 0 THEN 1 ELSE 0 END), "
+            "SUM(CASE WHEN picked = :false AND COALESCE(consecutive_failures, 0) = 0 THEN 1 ELSE 0 END), "
+            "MIN(execution_time), MAX(last_success), MAX(last_failure), MAX(consecutive_failures) "
+            f"FROM {self.table_name} GROUP BY task_name ORDER BY task_name"
+        )
+        d = self.dialect
+        with self._read(connection) as conn:
+            rows = conn.execute(sql, {"true": d.encode_bool(True), "false": d.encode_bool(False)}).all()
+        return [
+            TaskSummary(
+                task_name=r[0],
+                instance_count=int(r[1]),
+                running_count=int(r[2] or 0),
+                failing_count=int(r[3] or 0),
+                scheduled_count=int(r[4] or 0),
+                earliest_execution_time=d.decode_time(r[5]),
+                last_success=d.decode_time(r[6]),
+                last_failure=d.decode_time(r[7]),
+                max_consecutive_failures=int(r[8] or 0),
+            )
+            for r in rows
+        ]
+
+    @contextmanager
+    def _read(self, connection: ConnectionLike | None) -> Iterator[sa.Connection]:
+        if connection is not None:
+            yield as_connection(connection)
+            return
+        with self.engine.connect() as conn:
+            yield conn
+            conn.rollback()

@@ -1,0 +1,212 @@
+"""Runs one picked execution on the calling worker thread: handler, then completion or
+failure handling, with the bookkeeping and events around them."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler.clock import Clock
+from ekbatan.distributed_jobs.scheduler.completion import CompletionHandler
+from ekbatan.distributed_jobs.scheduler.context import (
+    CurrentlyExecuting,
+    ExecutionContext,
+    HeartbeatState,
+    SchedulerState,
+)
+from ekbatan.distributed_jobs.scheduler.errors import SerializationError
+from ekbatan.distributed_jobs.scheduler.execution import Execution, ExecutionComplete, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
+from ekbatan.distributed_jobs.scheduler.listener import (
+    CandidateEventType,
+    ExecutionChain,
+    ExecutionInterceptor,
+    Listeners,
+    SchedulerEventType,
+)
+from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.serializers import Serializer
+from ekbatan.distributed_jobs.scheduler.tasks import Task
+
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.execution")
+
+
+class ExecutionRegistry:
+    """The executions inside a handler on this process right now (not merely queued)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[uuid.UUID, CurrentlyExecuting] = {}
+
+    def add(self, currently: CurrentlyExecuting) -> uuid.UUID:
+        token = uuid.uuid4()
+        with self._lock:
+            self._running[token] = currently
+        return token
+
+    def remove(self, token: uuid.UUID) -> None:
+        with self._lock:
+            self._running.pop(token, None)
+
+    def snapshot(self) -> list[CurrentlyExecuting]:
+        with self._lock:
+            return list(self._running.values())
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+
+class ExecutionRunner:
+    def __init__(
+        self,
+        *,
+        repository: TaskRepository,
+        serializer: Serializer,
+        clock: Clock,
+        listeners: Listeners,
+        interceptors: Sequence[ExecutionInterceptor],
+        registry: ExecutionRegistry,
+        state: SchedulerState,
+        client_factory: Callable[[], Any],
+        heartbeat_interval: timedelta,
+        missed_heartbeats_limit: int,
+        on_scheduled: Callable[[TaskInstanceId, datetime], None] | None,
+        async_runner: AsyncRunner,
+        failure_log_level: int = logging.WARNING,
+        failure_log_stack_trace: bool = True,
+    ) -> None:
+        self.repository = repository
+        self.serializer = serializer
+        self.clock = clock
+        self.listeners = listeners
+        self.interceptors = tuple(interceptors)
+        self.registry = registry
+        self.state = state
+        self._client_factory = client_factory
+        self.heartbeat_interval = heartbeat_interval
+        self.missed_heartbeats_limit = missed_heartbeats_limit
+        self._on_scheduled = on_scheduled
+        self.async_runner = async_runner
+        self.failure_log_level = failure_log_level
+        self.failure_log_stack_trace = failure_log_stack_trace
+
+    def _ops_scheduled(self, task_name: str, instance_id: str, when: datetime) -> None:
+        if self._on_scheduled is not None:
+            self._on_scheduled(TaskInstanceId(task_name, instance_id), when)
+
+    def _decoder(self, task: Task[Any], execution: Execution) -> Callable[[], Any]:
+        def decode() -> Any:
+            try:
+                return self.serializer.deserialize(task.data_type, execution.raw_data)
+            except SerializationError as exc:
+                raise SerializationError(
+                    f"cannot decode the data of {execution.task_name}/{execution.instance_id}: {exc}"
+                ) from exc
+
+        return decode
+
+    def _invoke(self, task: Task[Any]) -> Callable[[TaskInstance[Any], ExecutionContext], CompletionHandler]:
+        def terminal(instance: TaskInstance[Any], ctx: ExecutionContext) -> CompletionHandler:
+            result = task.handler(instance, ctx)
+            if inspect.isawaitable(result):
+                result = self.async_runner.run(_awaited(result))
+            return task.completion_for(result)
+
+        return terminal
+
+    def execute(self, execution: Execution) -> None:
+        """Run a picked execution to the end (handler and handlers of its outcome)."""
+        task = self.repository.resolver.resolve(execution.task_name)
+        listeners = self.listeners
+        if task is None:
+            log.error("picked execution %s of an unknown task; it stays picked", execution)
+            listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+            return
+        instance: TaskInstance[Any] = TaskInstance(
+            execution.task_name,
+            execution.instance_id,
+            priority=execution.priority,
+            data_supplier=self._decoder(task, execution),
+        )
+        heartbeat = HeartbeatState(
+            self.clock, self.clock.now(), self.heartbeat_interval, self.missed_heartbeats_limit
+        )
+        currently = CurrentlyExecuting(execution, instance, self.clock, heartbeat)
+        token = self.registry.add(currently)
+        try:
+            if listeners:
+                listeners.on_candidate_event(CandidateEventType.EXECUTED)
+                listeners.on_execution_start(currently)
+            time_started = self.clock.now()
+            ctx = ExecutionContext(self.state, execution, self._client_factory(), currently)
+            ops = ExecutionOperations(self.repository, execution, self.serializer, self._ops_scheduled)
+            try:
+                if self.interceptors:
+                    completion = ExecutionChain(self.interceptors, self._invoke(task)).proceed(instance, ctx)
+                else:
+                    completion = self._invoke(task)(instance, ctx)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                self._failed(task, execution, instance, ops, time_started, exc)
+                return
+            complete = ExecutionComplete.success(execution, time_started, self.clock.now(), instance)
+            try:
+                completion.complete(complete, ops)
+            except Exception:
+                log.exception(
+                    "completion handler of %s failed; the execution will likely remain picked and be "
+                    "handled as dead later",
+                    execution,
+                )
+                listeners.on_scheduler_event(SchedulerEventType.COMPLETIONHANDLER_ERROR)
+                listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+            finally:
+                if listeners:
+                    listeners.on_execution_complete(complete)
+        finally:
+            self.registry.remove(token)
+
+    def _failed(
+        self,
+        task: Task[Any],
+        execution: Execution,
+        instance: TaskInstance[Any],
+        ops: ExecutionOperations,
+        time_started: datetime,
+        exc: BaseException,
+    ) -> None:
+        if self.failure_log_level:
+            log.log(
+                self.failure_log_level,
+                "execution %s failed: %s: %s",
+                execution,
+                type(exc).__name__,
+                exc,
+                exc_info=exc if self.failure_log_stack_trace else None,
+            )
+        complete = ExecutionComplete.failure(execution, time_started, self.clock.now(), exc, instance)
+        try:
+            task.failure_handler.on_failure(complete, ops)
+        except Exception:
+            log.exception(
+                "failure handler of %s failed; the execution will likely remain picked and be handled "
+                "as dead later",
+                execution,
+            )
+            self.listeners.on_scheduler_event(SchedulerEventType.FAILUREHANDLER_ERROR)
+            self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+        finally:
+            if self.listeners:
+                self.listeners.on_execution_complete(complete)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,531 @@
+"""The scheduler: a poller, a heartbeat loop, a dead-execution loop and a worker pool around
+one ``scheduled_tasks`` table. Several processes (or machines) may run one each against the
+same table; the versioned claim lets exactly one of them run each due execution.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler.background import RepeatingLoop
+from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
+from ekbatan.distributed_jobs.scheduler.clock import Clock, SystemClock
+from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
+from ekbatan.distributed_jobs.scheduler.dead_executions import DeadExecutionDetector
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
+from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler.heartbeat import HeartbeatUpdater
+from ekbatan.distributed_jobs.scheduler.listener import (
+    ExecutionInterceptor,
+    Listeners,
+    SchedulerEventType,
+    SchedulerListener,
+)
+from ekbatan.distributed_jobs.scheduler.polling import (
+    FetchStrategy,
+    LockAndFetchStrategy,
+    PollingStrategyConfig,
+    PollLoop,
+)
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.runner import ExecutionRegistry, ExecutionRunner
+from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME, validate_table_name
+from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler.session_setup import install_session_setup
+from ekbatan.distributed_jobs.scheduler.tasks import Task
+from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler.waiter import Waiter
+from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
+
+log = logging.getLogger(__name__)
+
+MIN_MISSED_HEARTBEATS = 4
+
+
+def default_scheduler_name() -> str:
+    started = time.monotonic()
+    try:
+        name = socket.gethostname() or "failed.hostname.lookup"
+    except OSError:
+        name = "failed.hostname.lookup"
+    if time.monotonic() - started > 1.0:
+        log.warning("looking up the host name took over a second; consider .scheduler_name(...)")
+    return name[:50]
+
+
+class SchedulerBuilder:
+    """Options and defaults as db-scheduler's (threads 10, polling 10 s, heartbeat 5 min, …)."""
+
+    def __init__(self, engine: sa.Engine, tasks: Iterable[Task[Any]]) -> None:
+        if not isinstance(engine, sa.Engine):
+            raise TypeError(f"Scheduler.create needs an SQLAlchemy Engine, got {type(engine).__name__}")
+        self._engine = engine
+        self._known: list[Task[Any]] = list(tasks)
+        self._startup: list[Task[Any]] = []
+        self._threads = 10
+        self._polling_interval = timedelta(seconds=10)
+        self._heartbeat_interval = timedelta(minutes=5)
+        self._missed_heartbeats_limit = 6
+        self._shutdown_max_wait = timedelta(minutes=30)
+        self._delete_unresolved_after = timedelta(days=14)
+        self._immediate_execution = True
+        self._priority = False
+        self._strategy = PollingStrategyConfig.fetch()
+        self._name: str | None = None
+        self._table_name = DEFAULT_TABLE_NAME
+        self._serializer: Serializer = JsonSerializer()
+        self._clock: Clock = SystemClock()
+        self._dialect: str | Dialect | SqlDialect | None = None
+        self._listeners: list[SchedulerListener] = []
+        self._interceptors: list[ExecutionInterceptor] = []
+        self._failure_log_level = logging.WARNING
+        self._failure_log_stack_trace = True
+        self._shutdown_hook = False
+
+    # -- options --------------------------------------------------------------------------
+    def start_tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
+        """Known tasks whose ``on_startup`` runs in ``start()`` (recurring tasks schedule
+        themselves and reconcile a changed schedule)."""
+        self._startup.extend(tasks)
+        return self
+
+    def tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
+        self._known.extend(tasks)
+        return self
+
+    def threads(self, n: int) -> SchedulerBuilder:
+        if n < 1:
+            raise ValueError(f"threads must be at least 1, got {n}")
+        self._threads = n
+        return self
+
+    def polling_interval(self, interval: timedelta) -> SchedulerBuilder:
+        if interval <= timedelta(0):
+            raise ValueError(
+                f"polling interval must be positive, got {interval}; a zero interval would poll in a tight loop"
+            )
+        self._polling_interval = interval
+        return self
+
+    def heartbeat_interval(self, interval: timedelta) -> SchedulerBuilder:
+        if interval <= timedelta(0):
+            raise ValueError(f"heartbeat interval must be positive, got {interval}")
+        self._heartbeat_interval = interval
+        return self
+
+    def missed_heartbeats_limit(self, n: int) -> SchedulerBuilder:
+        if n < MIN_MISSED_HEARTBEATS:
+            raise ValueError(f"missed heartbeats limit must be at least {MIN_MISSED_HEARTBEATS}, got {n}")
+        self._missed_heartbeats_limit = n
+        return self
+
+    def shutdown_max_wait(self, wait: timedelta) -> SchedulerBuilder:
+        if wait < timedelta(0):
+            raise ValueError(f"shutdown max wait must not be negative, got {wait}")
+        self._shutdown_max_wait = wait
+        return self
+
+    def delete_unresolved_after(self, age: timedelta) -> SchedulerBuilder:
+        if age <= timedelta(0):
+            raise ValueError(f"delete_unresolved_after must be positive, got {age}")
+        self._delete_unresolved_after = age
+        return self
+
+    def enable_immediate_execution(self, enabled: bool = True) -> SchedulerBuilder:
+        """Scheduling something due now (through this scheduler) wakes its poller. On by default."""
+        self._immediate_execution = enabled
+        return self
+
+    def enable_priority(self, enabled: bool = True) -> SchedulerBuilder:
+        self._priority = enabled
+        return self
+
+    def poll_using_fetch(self, lower_fraction: float = 0.5, upper_fraction: float = 3.0) -> SchedulerBuilder:
+        self._strategy = PollingStrategyConfig.fetch(lower_fraction, upper_fraction)
+        return self
+
+    def poll_using_lock_and_fetch(
+        self, lower_fraction: float = 0.5, upper_fraction: float = 1.0
+    ) -> SchedulerBuilder:
+        self._strategy = PollingStrategyConfig.lock_and_fetch(lower_fraction, upper_fraction)
+        return self
+
+    def scheduler_name(self, name: str) -> SchedulerBuilder:
+        if not name or not name.strip():
+            raise ValueError("scheduler name must not be blank")
+        self._name = name[:50]
+        return self
+
+    def table_name(self, name: str) -> SchedulerBuilder:
+        self._table_name = validate_table_name(name)
+        return self
+
+    def serializer(self, serializer: Serializer) -> SchedulerBuilder:
+        self._serializer = serializer
+        return self
+
+    def clock(self, clock: Clock) -> SchedulerBuilder:
+        self._clock = clock
+        return self
+
+    def dialect(self, dialect: str | Dialect | SqlDialect) -> SchedulerBuilder:
+        """Override the dialect otherwise read from the engine's URL (never from a connection)."""
+        self._dialect = dialect
+        return self
+
+    def add_listener(self, listener: SchedulerListener) -> SchedulerBuilder:
+        self._listeners.append(listener)
+        return self
+
+    def add_interceptor(self, interceptor: ExecutionInterceptor) -> SchedulerBuilder:
+        self._interceptors.append(interceptor)
+        return self
+
+    def failure_logging(self, level: int | str, stack_trace: bool = True) -> SchedulerBuilder:
+        """Log level of a failed execution (``"OFF"`` or 0 to silence), and whether with a traceback."""
+        if isinstance(level, str):
+            named = {"OFF": 0, "TRACE": 5, **logging.getLevelNamesMapping()}.get(level.upper())
+            if named is None:
+                raise ValueError(f"unknown log level {level!r}; use OFF, DEBUG, INFO, WARNING or ERROR")
+            level = named
+        self._failure_log_level = level
+        self._failure_log_stack_trace = stack_trace
+        return self
+
+    def register_shutdown_hook(self, enabled: bool = True) -> SchedulerBuilder:
+        """Stop the scheduler at interpreter exit (``atexit``). No signal handler is installed."""
+        self._shutdown_hook = enabled
+        return self
+
+    def build(self) -> Scheduler:
+        backend = resolve_dialect(self._engine, self._dialect)
+        if self._strategy.kind == "lock_and_fetch" and not backend.supports_lock_and_fetch:
+            raise ValueError(
+                f"the lock-and-fetch polling strategy needs SELECT … FOR UPDATE SKIP LOCKED, which "
+                f"{backend.name} does not have; use .poll_using_fetch() instead"
+            )
+        known = {t.name: t for t in self._known}
+        for task in self._startup:
+            known.setdefault(task.name, task)
+        return Scheduler(self, list(known.values()), backend)
+
+
+class Scheduler(SchedulerClient):
+    """Create with :meth:`create`; see :class:`SchedulerBuilder` for the options."""
+
+    @staticmethod
+    def create(engine: sa.Engine, *tasks: Task[Any]) -> SchedulerBuilder:  # type: ignore[override]
+        return SchedulerBuilder(engine, tasks)
+
+    def __init__(self, options: SchedulerBuilder, tasks: list[Task[Any]], dialect: SqlDialect) -> None:
+        self.options = options
+        self.name = options._name or default_scheduler_name()
+        self.threads = options._threads
+        self.polling_interval = options._polling_interval
+        self.heartbeat_interval = options._heartbeat_interval
+        self.missed_heartbeats_limit = options._missed_heartbeats_limit
+        self.shutdown_max_wait = options._shutdown_max_wait
+        self._startup_tasks = list(options._startup)
+        self._state_lock = threading.Lock()
+        self._started = False
+        self._shutting_down = False
+        self._paused = False
+
+        self.listeners = Listeners(options._listeners)
+        resolver = TaskResolver(
+            tasks,
+            on_unresolved=lambda _name: self.listeners.on_scheduler_event(SchedulerEventType.UNRESOLVED_TASK),
+        )
+        install_session_setup(options._engine, dialect)
+        repository = TaskRepository(
+            options._engine,
+            dialect,
+            resolver,
+            table_name=options._table_name,
+            picked_by=self.name,
+            priority_enabled=options._priority,
+        )
+        super().__init__(
+            options._engine,
+            serializer=options._serializer,
+            clock=options._clock,
+            _repository=repository,
+            _on_scheduled=self._on_execution_scheduled,
+        )
+        # Startup scheduling writes without listeners: no immediate-execution hints before
+        # the poller even runs.
+        self._startup_client = SchedulerClient(
+            options._engine, serializer=options._serializer, clock=options._clock, _repository=repository
+        )
+        self.waiter = Waiter()
+        self.registry = ExecutionRegistry()
+        self.async_runner = AsyncRunner()
+        self.runner = ExecutionRunner(
+            repository=repository,
+            serializer=self.serializer,
+            clock=self.clock,
+            listeners=self.listeners,
+            interceptors=options._interceptors,
+            registry=self.registry,
+            state=self,
+            client_factory=lambda: self,
+            heartbeat_interval=self.heartbeat_interval,
+            missed_heartbeats_limit=self.missed_heartbeats_limit,
+            on_scheduled=self._on_execution_scheduled,
+            async_runner=self.async_runner,
+            failure_log_level=options._failure_log_level,
+            failure_log_stack_trace=options._failure_log_stack_trace,
+        )
+        self.heartbeats = HeartbeatUpdater(repository, self.registry, self.clock, self.listeners)
+        self.dead_executions = DeadExecutionDetector(
+            repository,
+            self.serializer,
+            self.clock,
+            self.listeners,
+            self.heartbeat_interval * self.missed_heartbeats_limit,
+            options._delete_unresolved_after,
+            on_scheduled=lambda name, instance_id, when: self._on_execution_scheduled(
+                TaskInstanceId(name, instance_id), when
+            ),
+        )
+        self.lower_limit, self.upper_limit = options._strategy.limits(self.threads)
+        self.strategy_config = options._strategy
+        self._pool: WorkerPool | None = None
+        self._poller: PollLoop | None = None
+        self._heartbeat_loop: RepeatingLoop | None = None
+        self._dead_loop: RepeatingLoop | None = None
+        self._atexit_registered = False
+
+    # ------------------------------------------------------------------ state
+    @property
+    def is_started(self) -> bool:
+        return self._started
+
+    @property
+    def is_shutting_down(self) -> bool:
+        return self._shutting_down
+
+    @property
+    def is_paused(self) -> bool:
+        return self._paused
+
+    @property
+    def scheduler_state(self) -> Scheduler:
+        return self
+
+    def pause(self) -> None:
+        """Stop fetching new executions; running ones, heartbeats and dead detection go on."""
+        if not self._paused:
+            self._paused = True
+            log.info("scheduler %s paused polling", self.name)
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            log.info("scheduler %s resumed polling", self.name)
+            self.trigger_check_for_due_executions()
+
+    def trigger_check_for_due_executions(self) -> None:
+        self.waiter.wake_or_skip_next_wait()
+
+    def get_currently_executing(self) -> list[CurrentlyExecuting]:
+        return self.registry.snapshot()
+
+    def get_currently_executing_with_stale_heartbeat(self) -> list[CurrentlyExecuting]:
+        return [c for c in self.registry.snapshot() if c.heartbeat_state.has_stale_heartbeat]
+
+    def get_failing_executions(self, failing_longer_than: timedelta) -> list[Execution]:
+        return self.repository.get_executions_failing_longer_than(self.clock.now() - failing_longer_than)
+
+    # ------------------------------------------------------------------ wake-ups
+    def _on_execution_scheduled(self, key: TaskInstanceId, execution_time: datetime) -> None:
+        self.listeners.on_execution_scheduled(key, execution_time)
+        if not self._started or self._shutting_down:
+            return
+        delay = (execution_time - self.clock.now()).total_seconds()
+        if delay <= 0:
+            if self.options._immediate_execution:
+                self.waiter.wake_or_skip_next_wait()
+        elif delay < self.polling_interval.total_seconds():
+            # A local timer for the earliest due time we know of, instead of a whole interval.
+            self.waiter.wake_by(delay + 0.001)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        with self._state_lock:
+            if self._started:
+                log.warning("scheduler %s is already started", self.name)
+                return
+            if self._shutting_down:
+                raise RuntimeError(f"scheduler {self.name} was stopped; build a new one to start again")
+            self._started = True
+        log.info(
+            "starting scheduler %s: threads=%d, polling=%s (%s, limits %d/%d), heartbeat=%s x %d, "
+            "immediate=%s, priority=%s, table=%s, dialect=%s",
+            self.name,
+            self.threads,
+            self.polling_interval,
+            self.strategy_config.kind,
+            self.lower_limit,
+            self.upper_limit,
+            self.heartbeat_interval,
+            self.missed_heartbeats_limit,
+            self.options._immediate_execution,
+            self.options._priority,
+            self.repository.table_name,
+            self.repository.dialect.name,
+        )
+        self.run_startup_tasks()
+        self._pool = WorkerPool(self.threads, name=f"ekbatan-worker-{self.name}")
+        if self.strategy_config.kind == "lock_and_fetch":
+            strategy: FetchStrategy | LockAndFetchStrategy = LockAndFetchStrategy(
+                self.repository,
+                self.runner,
+                self._pool,
+                self.clock,
+                self.listeners,
+                self.lower_limit,
+                self.upper_limit,
+                self.trigger_check_for_due_executions,
+            )
+        else:
+            strategy = FetchStrategy(
+                self.repository,
+                self.runner,
+                self._pool,
+                self.clock,
+                self,
+                self.listeners,
+                self.lower_limit,
+                self.upper_limit,
+                self.trigger_check_for_due_executions,
+            )
+        self._poller = PollLoop(
+            strategy, self.repository, self.clock, self, self.listeners, self.polling_interval, self.waiter
+        )
+        self._poller.start()
+        hb = self.heartbeat_interval.total_seconds()
+
+        def unexpected(_exc: BaseException) -> None:
+            self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+
+        self._heartbeat_loop = RepeatingLoop(
+            "ekbatan-heartbeat", self.heartbeats.run_once, lambda: hb, unexpected
+        )
+        self._dead_loop = RepeatingLoop(
+            "ekbatan-dead-executions", self.dead_executions.run_once, lambda: 2 * hb, unexpected
+        )
+        self._heartbeat_loop.start()
+        self._dead_loop.start()
+        if self.options._shutdown_hook and not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+
+    def run_startup_tasks(self) -> None:
+        now = self.clock.now()
+        for task in self._startup_tasks:
+            try:
+                task.on_startup(self._startup_client, now)
+            except Exception:
+                log.exception("scheduling %s on startup failed; continuing", task.name)
+                self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+
+    def stop(self, *, poller_wait: float = 5.0) -> None:
+        """Stop polling, let running executions finish (two phases of ``shutdown_max_wait``),
+        then stop heartbeats. An execution still running after that is abandoned: its row
+        stays picked and another instance revives it once its heartbeat is old enough."""
+        with self._state_lock:
+            if self._shutting_down:
+                log.warning("scheduler %s is already shutting down", self.name)
+                return
+            self._shutting_down = True
+        if self._atexit_registered:
+            atexit.unregister(self.stop)
+            self._atexit_registered = False
+        if not self._started:
+            return
+        log.info("stopping scheduler %s", self.name)
+        self.waiter.wake_or_skip_next_wait()
+        if self._poller is not None and not self._poller.join(poller_wait):
+            log.warning("the poller of %s did not stop within %.1fs", self.name, poller_wait)
+        started = time.monotonic()
+        if self._pool is not None:
+            self._drain_workers()
+        waited = time.monotonic() - started
+        if self.shutdown_max_wait > timedelta(minutes=1) and waited >= self.shutdown_max_wait.total_seconds():
+            log.info("shutdown waited %.0fs; lower shutdown_max_wait to stop faster", waited)
+        for loop in (self._heartbeat_loop, self._dead_loop):
+            if loop is not None:
+                loop.stop()
+        self.async_runner.stop()
+        self._started = False
+        log.info("scheduler %s stopped", self.name)
+
+    def _drain_workers(self) -> None:
+        pool = self._pool
+        assert pool is not None
+        pool.stop_accepting()
+        max_wait = self.shutdown_max_wait.total_seconds()
+        if not pool.wait_idle(max_wait):
+            log.warning(
+                "executions still running after %.1fs; cancelling queued ones and interrupting async "
+                "ones, then waiting up to %.1fs more",
+                max_wait,
+                max_wait,
+            )
+            dropped = pool.discard_queued()
+            cancelled = self.async_runner.cancel_all()
+            log.info("dropped %d queued and cancelled %d async execution(s)", dropped, cancelled)
+            if not pool.wait_idle(max_wait):
+                still = ", ".join(str(c.execution) for c in self.registry.snapshot())
+                log.warning(
+                    "abandoning executions still running: %s; their rows stay picked and will be revived "
+                    "as dead executions",
+                    still or "(none registered)",
+                )
+        pool.close()
+
+    def __enter__(self) -> Scheduler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ driving by hand
+    def run_any_due_executions(self) -> int:
+        """Fetch, claim and run due executions on the calling thread (tests, manual drivers).
+
+        Returns how many this call executed.
+        """
+        executed = 0
+        while True:
+            due = self.repository.get_due(self.clock.now(), max(self.upper_limit, 1))
+            ran = 0
+            for candidate in due:
+                picked = self.repository.pick(candidate, self.clock.now())
+                if picked is not None:
+                    self.runner.execute(picked)
+                    ran += 1
+            executed += ran
+            if len(due) < max(self.upper_limit, 1) or ran == 0:
+                return executed
+
+    def run_dead_execution_detection(self) -> None:
+        self.dead_executions.run_once()
+
+    def run_heartbeats(self) -> None:
+        self.heartbeats.run_once()
+
+    def __repr__(self) -> str:
+        return f"Scheduler(name={self.name!r}, started={self._started}, table={self.repository.table_name!r})"

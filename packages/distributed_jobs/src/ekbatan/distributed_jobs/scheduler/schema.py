@@ -1,0 +1,97 @@
+"""The ``scheduled_tasks`` table: DDL per dialect (shipped verbatim as package data) and an
+idempotent creator.
+
+The same statements are contributed to Ekbatan's framework migrations through the
+``ekbatan.migrations`` entry point (:func:`migrations`), so there is one copy of the DDL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from importlib import resources
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
+
+DEFAULT_TABLE_NAME = "scheduled_tasks"
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
+_INDEXES = ("execution_time_idx", "last_heartbeat_idx", "priority_execution_time_idx")
+
+
+def validate_table_name(name: str) -> str:
+    """Accept ``table`` or ``schema.table`` made of letters, digits and underscores.
+
+    The name is spliced into SQL text, so anything else is refused rather than quoted.
+    """
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise ValueError(
+            f"invalid table name {name!r}: use letters, digits and underscores, not starting with a "
+            "digit, optionally schema-qualified — e.g. 'scheduled_tasks' or 'jobs.scheduled_tasks'"
+        )
+    return name
+
+
+def verbatim_ddl(dialect: Dialect | str) -> str:
+    """The DDL file shipped for ``dialect``, exactly as db-scheduler publishes it."""
+    dialect = Dialect(str(dialect))
+    return resources.files(__package__).joinpath("sql", f"{dialect.value}_tables.sql").read_text("utf-8")
+
+
+def ddl_statements(dialect: Dialect | str, table_name: str = DEFAULT_TABLE_NAME) -> list[str]:
+    """The statements creating the table (and its indexes) under ``table_name``.
+
+    Under a custom table name the index names get the table's name as prefix, so two tables in
+    one schema do not collide on PostgreSQL/SQLite, whose index names are schema-wide.
+    """
+    validate_table_name(table_name)
+    text = "\n".join(
+        line for line in verbatim_ddl(dialect).splitlines() if not line.lstrip().startswith("--")
+    )
+    if table_name != DEFAULT_TABLE_NAME:
+        prefix = table_name.replace(".", "_")
+        for index in _INDEXES:
+            text = re.sub(rf"\b{index}\b", f"{prefix}_{index}", text)
+        text = re.sub(rf"\b{DEFAULT_TABLE_NAME}\b", table_name, text)
+    return [stmt.strip() for stmt in text.split(";") if stmt.strip()]
+
+
+def table_exists(connection: sa.Connection, table_name: str = DEFAULT_TABLE_NAME) -> bool:
+    schema, _, table = table_name.rpartition(".")
+    return sa.inspect(connection).has_table(table, schema=schema or None)
+
+
+def create_table(
+    engine: sa.Engine,
+    table_name: str = DEFAULT_TABLE_NAME,
+    dialect: str | Dialect | SqlDialect | None = None,
+) -> bool:
+    """Create the table and its indexes unless the table exists; return whether it created it."""
+    backend = resolve_dialect(engine, dialect)
+    with engine.begin() as connection:
+        if table_exists(connection, table_name):
+            return False
+        for statement in ddl_statements(backend.dialect, table_name):
+            connection.exec_driver_sql(statement)
+    return True
+
+
+def migrations() -> list[tuple[str, str, str, Callable[[str], list[str]]]]:
+    """Contribution to ``ekbatan.migrations``: (component, version, description, statements)."""
+
+    def statements(dialect: str) -> list[str]:
+        created = ddl_statements(dialect)
+        # Migrations must be re-runnable after a partial failure on MySQL/MariaDB, where DDL
+        # auto-commits; the verbatim DDL gains IF NOT EXISTS here only.
+        return [_if_not_exists(stmt, dialect) for stmt in created]
+
+    return [("scheduled_tasks", "0001", "db-scheduler's scheduled_tasks table", statements)]
+
+
+def _if_not_exists(statement: str, dialect: str) -> str:
+    statement = re.sub(r"(?i)^create table ", "CREATE TABLE IF NOT EXISTS ", statement)
+    if Dialect(dialect) in (Dialect.POSTGRESQL, Dialect.SQLITE):
+        statement = re.sub(r"(?i)^create index ", "CREATE INDEX IF NOT EXISTS ", statement)
+    return statement

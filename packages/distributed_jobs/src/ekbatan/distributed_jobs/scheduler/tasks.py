@@ -1,0 +1,416 @@
+"""Task kinds: one-time, recurring (static schedule), recurring with a schedule stored per
+instance, and custom. Built with :class:`Tasks`::
+
+    send_mail = Tasks.one_time("send-mail", data_type=Mail).execute(lambda instance, ctx: ...)
+    hourly = Tasks.recurring("hourly", Schedules.fixed_delay(timedelta(hours=1))).execute(fn)
+
+A handler is ``fn(instance, ctx)``, a plain function or ``async def``. Returning normally is
+success; raising is failure and goes to the task's failure handler.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ekbatan.distributed_jobs.scheduler.completion import (
+    CompletionHandler,
+    OnCompleteRemove,
+    OnCompleteReschedule,
+)
+from ekbatan.distributed_jobs.scheduler.dead_execution import DeadExecutionHandler, ReviveDeadExecution
+from ekbatan.distributed_jobs.scheduler.errors import TaskInstanceCurrentlyExecutingError
+from ekbatan.distributed_jobs.scheduler.execution import PRIORITY_HIGH, PRIORITY_MEDIUM
+from ekbatan.distributed_jobs.scheduler.failure import (
+    FailureHandler,
+    OnFailureReschedule,
+    OnFailureRescheduleUsingTaskDataSchedule,
+    OnFailureRetryLater,
+)
+from ekbatan.distributed_jobs.scheduler.instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler.operations import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler.schedules import PlainScheduleAndData, Schedule
+
+if TYPE_CHECKING:
+    from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
+    from ekbatan.distributed_jobs.scheduler.context import ExecutionContext
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Handler = Callable[[TaskInstance[Any], "ExecutionContext"], Any]
+
+#: the single instance id of a static recurring task
+RECURRING_INSTANCE = "recurring"
+
+#: startup reconciliation leaves an existing row alone when it is due sooner than this
+_STARTUP_GUARD = timedelta(seconds=10)
+#: …and ignores differences within the timestamp precision of the dialects
+_STARTUP_TOLERANCE = timedelta(seconds=1)
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"task name must be a non-blank string, got {name!r}")
+    return name
+
+
+class Task(Generic[T]):
+    """Common parts of every task kind."""
+
+    def __init__(
+        self,
+        name: str,
+        data_type: Any,
+        handler: Handler,
+        failure_handler: FailureHandler,
+        dead_execution_handler: DeadExecutionHandler,
+        default_priority: int,
+    ) -> None:
+        self.name = _check_name(name)
+        self.data_type = data_type
+        self.handler = handler
+        self.failure_handler = failure_handler
+        self.dead_execution_handler = dead_execution_handler
+        self.default_priority = default_priority
+
+    def instance(self, id: str, data: T | None = None, *, priority: int | None = None) -> TaskInstance[T]:
+        return TaskInstance(
+            self.name, id, data, priority=self.default_priority if priority is None else priority
+        )
+
+    def schedulable_instance(self, id: str, data: T | None = None) -> SchedulableInstance[T]:
+        """An instance due "now" at the moment it is scheduled."""
+        return SchedulableInstance(self.instance(id, data), lambda now: now)
+
+    def completion_for(self, result: Any) -> CompletionHandler:
+        """Turn what the handler returned into what happens to the row."""
+        raise NotImplementedError
+
+    def on_startup(self, client: SchedulerClient, now: datetime) -> None:
+        """Called synchronously by ``Scheduler.start()`` for tasks given to ``start_tasks``."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class OneTimeTask(Task[T]):
+    """Any number of instances, each run once and then deleted."""
+
+    def completion_for(self, result: Any) -> CompletionHandler:
+        return _REMOVE
+
+
+_REMOVE = OnCompleteRemove()
+
+
+class RecurringTask(Task[T]):
+    """One row (instance ``"recurring"``) moving from slot to slot of a fixed schedule."""
+
+    def __init__(
+        self,
+        name: str,
+        schedule: Schedule,
+        data_type: Any,
+        handler: Handler,
+        failure_handler: FailureHandler,
+        dead_execution_handler: DeadExecutionHandler,
+        default_priority: int,
+        initial_data: Any = None,
+        schedule_on_startup: bool = True,
+        stateful: bool = False,
+    ) -> None:
+        if schedule is None:
+            raise ValueError(f"recurring task {name!r} needs a schedule, got None")
+        super().__init__(name, data_type, handler, failure_handler, dead_execution_handler, default_priority)
+        self.schedule = schedule
+        self.initial_data = initial_data
+        self.schedule_on_startup = schedule_on_startup
+        self.stateful = stateful
+        self._reschedule = None if schedule.is_disabled else OnCompleteReschedule(schedule)
+
+    def default_instance(self) -> TaskInstance[T]:
+        return self.instance(RECURRING_INSTANCE, self.initial_data)
+
+    def completion_for(self, result: Any) -> CompletionHandler:
+        if self.stateful:
+            return OnCompleteReschedule(self.schedule, result)
+        return self._reschedule  # type: ignore[return-value]
+
+    def on_startup(self, client: SchedulerClient, now: datetime) -> None:
+        if not self.schedule_on_startup:
+            return
+        key = (self.name, RECURRING_INSTANCE)
+        existing = client.get_scheduled_execution(key)
+        if self.schedule.is_disabled:
+            if existing is not None:
+                try:
+                    client.cancel(key)
+                    log.info("recurring task %s has a disabled schedule; removed its row", self.name)
+                except TaskInstanceCurrentlyExecutingError:
+                    log.warning(
+                        "recurring task %s is disabled but currently executing; left as is", self.name
+                    )
+            return
+        if existing is not None:
+            new_time = self._reconciled_time(existing.execution_time, now)
+            if new_time is not None:
+                log.info(
+                    "recurring task %s: schedule changed, moving next run from %s to %s",
+                    self.name,
+                    existing.execution_time.isoformat(),
+                    new_time.isoformat(),
+                )
+                client.reschedule(key, new_time)
+            return
+        client.schedule_if_not_exists(self.default_instance(), self.schedule.initial_execution_time(now))
+
+    def _reconciled_time(self, existing: datetime, now: datetime) -> datetime | None:
+        """The new execution time implied by a changed schedule, or None to keep the row."""
+        if existing < now + _STARTUP_GUARD:
+            return None  # due soon or running: leave it
+        if self.schedule.is_deterministic:
+            candidate = self.schedule.next_execution_time(now)
+            return candidate if abs(existing - candidate) > _STARTUP_TOLERANCE else None
+        # Fixed delay: only ever move earlier, so frequent restarts cannot starve the task.
+        candidate = self.schedule.next_execution_time(now)
+        return candidate if existing > candidate else None
+
+
+class RecurringTaskWithPersistentSchedule(Task[T]):
+    """Many instances, each carrying its own schedule in its data (a ``ScheduleAndData``)."""
+
+    def __init__(
+        self,
+        name: str,
+        data_type: Any,
+        handler: Handler,
+        failure_handler: FailureHandler,
+        dead_execution_handler: DeadExecutionHandler,
+        default_priority: int,
+        stateful: bool = False,
+    ) -> None:
+        super().__init__(name, data_type, handler, failure_handler, dead_execution_handler, default_priority)
+        self.stateful = stateful
+
+    def instance(self, id: str, data: T | None = None, *, priority: int | None = None) -> TaskInstance[T]:
+        if data is None:
+            raise ValueError(
+                f"an instance of {self.name!r} needs data with a schedule, e.g. "
+                "PlainScheduleAndData(Schedules.daily('12:00'), data)"
+            )
+        return super().instance(id, data, priority=priority)
+
+    def schedulable_instance(self, id: str, data: T | None = None) -> SchedulableInstance[T]:
+        instance = self.instance(id, data)
+        return SchedulableInstance(instance, lambda now: instance.data.schedule.initial_execution_time(now))  # type: ignore[union-attr]
+
+    def completion_for(self, result: Any) -> CompletionHandler:
+        return _RescheduleFromData(result if self.stateful else KEEP_DATA)
+
+
+class _RescheduleFromData:
+    def __init__(self, new_data: Any) -> None:
+        self.new_data = new_data
+
+    def complete(self, complete: Any, ops: Any) -> None:
+        source = complete.instance.data if self.new_data is KEEP_DATA else self.new_data
+        ops.reschedule(complete, source.schedule.next_execution_time(complete.time_done), self.new_data)
+
+
+class CustomTask(Task[T]):
+    """The handler returns its own :class:`CompletionHandler` (remove, reschedule, replace…)."""
+
+    def __init__(
+        self,
+        name: str,
+        data_type: Any,
+        handler: Handler,
+        failure_handler: FailureHandler,
+        dead_execution_handler: DeadExecutionHandler,
+        default_priority: int,
+        default_execution_time: Callable[[datetime], datetime] = lambda now: now,
+        startup: tuple[str, Any, Callable[[datetime], datetime]] | None = None,
+    ) -> None:
+        super().__init__(name, data_type, handler, failure_handler, dead_execution_handler, default_priority)
+        self.default_execution_time = default_execution_time
+        self.startup = startup
+
+    def schedulable_instance(self, id: str, data: T | None = None) -> SchedulableInstance[T]:
+        return SchedulableInstance(self.instance(id, data), self.default_execution_time)
+
+    def completion_for(self, result: Any) -> CompletionHandler:
+        if result is None or not hasattr(result, "complete"):
+            raise TypeError(
+                f"custom task {self.name!r} must return a completion handler such as OnCompleteRemove() or "
+                f"OnCompleteReschedule(schedule), got {result!r}"
+            )
+        return result
+
+    def on_startup(self, client: SchedulerClient, now: datetime) -> None:
+        if self.startup is None:
+            return
+        instance_id, data, rule = self.startup
+        client.schedule_if_not_exists(self.instance(instance_id, data), rule(now))
+
+
+# --------------------------------------------------------------------------- builders
+class _Builder(Generic[T]):
+    def __init__(self, name: str, data_type: Any, default_priority: int) -> None:
+        self._name = _check_name(name)
+        self._data_type = data_type
+        self._priority = default_priority
+        self._failure: FailureHandler | None = None
+        self._dead: DeadExecutionHandler = ReviveDeadExecution()
+
+    def on_failure(self, handler: FailureHandler) -> _Builder[T]:
+        self._failure = handler
+        return self
+
+    def on_failure_retry_later(self, delay: timedelta) -> _Builder[T]:
+        self._failure = OnFailureRetryLater(delay)
+        return self
+
+    def on_dead_execution(self, handler: DeadExecutionHandler) -> _Builder[T]:
+        self._dead = handler
+        return self
+
+    def default_priority(self, priority: int) -> _Builder[T]:
+        self._priority = priority
+        return self
+
+
+class OneTimeTaskBuilder(_Builder[T]):
+    def execute(self, handler: Handler) -> OneTimeTask[T]:
+        return OneTimeTask(
+            self._name,
+            self._data_type,
+            handler,
+            self._failure or OnFailureRetryLater(),
+            self._dead,
+            self._priority,
+        )
+
+
+class RecurringTaskBuilder(_Builder[T]):
+    def __init__(self, name: str, schedule: Schedule, data_type: Any) -> None:
+        super().__init__(name, data_type, PRIORITY_HIGH)
+        if schedule is None:
+            raise ValueError(f"recurring task {name!r} needs a schedule, got None")
+        self._schedule = schedule
+        self._initial_data: Any = None
+        self._on_startup = True
+
+    def initial_data(self, data: T) -> RecurringTaskBuilder[T]:
+        self._initial_data = data
+        return self
+
+    def on_failure_reschedule(self) -> RecurringTaskBuilder[T]:
+        self._failure = OnFailureReschedule(self._schedule)
+        return self
+
+    def do_not_schedule_on_startup(self) -> RecurringTaskBuilder[T]:
+        self._on_startup = False
+        return self
+
+    def _build(self, handler: Handler, stateful: bool) -> RecurringTask[T]:
+        return RecurringTask(
+            self._name,
+            self._schedule,
+            self._data_type,
+            handler,
+            self._failure or OnFailureReschedule(self._schedule),
+            self._dead,
+            self._priority,
+            initial_data=self._initial_data,
+            schedule_on_startup=self._on_startup,
+            stateful=stateful,
+        )
+
+    def execute(self, handler: Handler) -> RecurringTask[T]:
+        return self._build(handler, stateful=False)
+
+    def execute_stateful(self, handler: Handler) -> RecurringTask[T]:
+        """The handler's return value becomes the data stored for the next run."""
+        return self._build(handler, stateful=True)
+
+
+class PersistentScheduleTaskBuilder(_Builder[T]):
+    def __init__(self, name: str, data_type: Any) -> None:
+        super().__init__(name, data_type, PRIORITY_HIGH)
+
+    def _build(self, handler: Handler, stateful: bool) -> RecurringTaskWithPersistentSchedule[T]:
+        return RecurringTaskWithPersistentSchedule(
+            self._name,
+            self._data_type,
+            handler,
+            self._failure or OnFailureRescheduleUsingTaskDataSchedule(),
+            self._dead,
+            self._priority,
+            stateful=stateful,
+        )
+
+    def execute(self, handler: Handler) -> RecurringTaskWithPersistentSchedule[T]:
+        return self._build(handler, stateful=False)
+
+    def execute_stateful(self, handler: Handler) -> RecurringTaskWithPersistentSchedule[T]:
+        """The handler returns a new ``ScheduleAndData``; the next run follows its schedule."""
+        return self._build(handler, stateful=True)
+
+
+class CustomTaskBuilder(_Builder[T]):
+    def __init__(self, name: str, data_type: Any) -> None:
+        super().__init__(name, data_type, PRIORITY_MEDIUM)
+        self._default_time: Callable[[datetime], datetime] = lambda now: now
+        self._startup: tuple[str, Any, Callable[[datetime], datetime]] | None = None
+
+    def on_failure_reschedule(self, schedule: Schedule) -> CustomTaskBuilder[T]:
+        self._failure = OnFailureReschedule(schedule)
+        return self
+
+    def default_execution_time(self, rule: Callable[[datetime], datetime]) -> CustomTaskBuilder[T]:
+        self._default_time = rule
+        return self
+
+    def schedule_on_startup(
+        self, instance_id: str, initial_data: T | None, when: Schedule | Callable[[datetime], datetime]
+    ) -> CustomTaskBuilder[T]:
+        rule = when.next_execution_time if isinstance(when, Schedule) else when
+        self._startup = (instance_id, initial_data, rule)
+        return self
+
+    def execute(self, handler: Handler) -> CustomTask[T]:
+        return CustomTask(
+            self._name,
+            self._data_type,
+            handler,
+            self._failure or OnFailureRetryLater(),
+            self._dead,
+            self._priority,
+            default_execution_time=self._default_time,
+            startup=self._startup,
+        )
+
+
+class Tasks:
+    """Entry point for defining tasks."""
+
+    @staticmethod
+    def one_time(name: str, data_type: Any = None) -> OneTimeTaskBuilder[Any]:
+        return OneTimeTaskBuilder(name, data_type, PRIORITY_MEDIUM)
+
+    @staticmethod
+    def recurring(name: str, schedule: Schedule, data_type: Any = None) -> RecurringTaskBuilder[Any]:
+        return RecurringTaskBuilder(name, schedule, data_type)
+
+    @staticmethod
+    def recurring_with_persistent_schedule(
+        name: str, data_type: Any = PlainScheduleAndData
+    ) -> PersistentScheduleTaskBuilder[Any]:
+        return PersistentScheduleTaskBuilder(name, data_type)
+
+    @staticmethod
+    def custom(name: str, data_type: Any = None) -> CustomTaskBuilder[Any]:
+        return CustomTaskBuilder(name, data_type)

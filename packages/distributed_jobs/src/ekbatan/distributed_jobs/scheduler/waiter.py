@@ -1,0 +1,65 @@
+"""The poll loop's sleep: interruptible, with no lost wake-ups, and with a deadline that a
+newly known due time can pull earlier."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class Waiter:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._waiting = False
+        self._woken = False
+        self._skip_next = False
+        self._deadline = 0.0
+
+    def wait(self, seconds: float) -> None:
+        """Sleep up to ``seconds``; return at once if a wake-up arrived since the last wait."""
+        with self._cond:
+            if self._skip_next:
+                self._skip_next = False
+                return
+            if seconds <= 0:
+                return
+            self._deadline = time.monotonic() + seconds
+            self._waiting = True
+            self._woken = False
+            try:
+                while not self._woken:
+                    remaining = self._deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+            finally:
+                self._waiting = False
+                self._woken = False
+
+    def wake(self) -> bool:
+        """End the current wait; False when nobody is waiting."""
+        with self._cond:
+            if not self._waiting:
+                return False
+            self._woken = True
+            self._cond.notify_all()
+            return True
+
+    def wake_or_skip_next_wait(self) -> None:
+        """End the current wait, or make the next one return at once."""
+        with self._cond:
+            if self._waiting:
+                self._woken = True
+                self._cond.notify_all()
+            else:
+                self._skip_next = True
+
+    def wake_by(self, seconds_from_now: float) -> None:
+        """Make the current wait end no later than ``seconds_from_now``."""
+        with self._cond:
+            if not self._waiting:
+                return
+            deadline = time.monotonic() + max(0.0, seconds_from_now)
+            if deadline < self._deadline:
+                self._deadline = deadline
+                self._cond.notify_all()
