@@ -9,10 +9,12 @@ from testsupport.databases import (
     create_isolated_database,
     server_url,
 )
+from testsupport.scheduler_events import EventRecorder
 from testsupport.waiting import wait_until
 
 __all__ = [
     "ALL_DIALECTS",
+    "EventRecorder",
     "IsolatedDatabase",
     "create_isolated_database",
     "server_url",

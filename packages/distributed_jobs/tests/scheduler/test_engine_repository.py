@@ -1,0 +1,345 @@
+"""The SQL protocol of scheduled_tasks (spec §12.4, JdbcTaskRepositoryTest), on every dialect."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler import (
+    ExecutionError,
+    FailedToScheduleBatchError,
+    ScheduledExecutionsFilter,
+    Tasks,
+)
+from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
+from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
+from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+
+NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def noop(instance, ctx):
+    return None
+
+
+ONE = Tasks.one_time("one").execute(noop)
+TWO = Tasks.one_time("two").execute(noop)
+
+
+def repo(engine, *tasks, priority=False, name="node-1"):
+    return TaskRepository(
+        engine,
+        resolve_dialect(engine),
+        TaskResolver(tasks or (ONE, TWO)),
+        picked_by=name,
+        priority_enabled=priority,
+    )
+
+
+def new(task="one", id="1", at=NOW, data=None, priority=None):
+    return NewExecution(task, id, at, data, priority)
+
+
+def test_create_if_not_exists(engine):
+    r = repo(engine)
+    assert r.create_if_not_exists(new(id="a")) is True
+    assert r.create_if_not_exists(new(id="a")) is False
+    assert r.create_if_not_exists(new(id="b")) is True
+    row = r.get_execution("one", "a")
+    assert row is not None
+    assert (row.version, row.picked, row.picked_by, row.consecutive_failures) == (1, False, None, 0)
+    assert row.execution_time == NOW
+
+
+def test_create_batch_inserts_all_or_fails_on_existing_key(engine):
+    r = repo(engine)
+    r.create_batch([new(id=str(i)) for i in range(5)])
+    assert len(r.get_scheduled_executions(ScheduledExecutionsFilter.all())) == 5
+    with pytest.raises(FailedToScheduleBatchError, match="one/10"):
+        r.create_batch([new(id="10"), new(id="3"), new(id="11")])
+    # the batch is one transaction: nothing of it stayed
+    assert r.get_execution("one", "10") is None
+    assert len(r.get_scheduled_executions(ScheduledExecutionsFilter.all())) == 5
+
+
+def test_get_due_is_inclusive_limited_and_ordered(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="now", at=NOW))
+    r.create_if_not_exists(new(id="later", at=NOW + timedelta(seconds=1)))
+    assert [e.instance_id for e in r.get_due(NOW, 10)] == ["now"]
+    assert [e.instance_id for e in r.get_due(NOW - timedelta(seconds=1), 10)] == []
+    times = [NOW - timedelta(seconds=random.randint(1, 10_000)) for _ in range(100)]
+    r.create_batch([new(id=f"r{i}", at=t) for i, t in enumerate(times)])
+    due = r.get_due(NOW, 200)
+    assert len(due) == 101
+    assert [e.execution_time for e in due] == sorted(e.execution_time for e in due)
+    assert len(r.get_due(NOW, 1)) == 1
+    assert len(r.get_due(NOW, 2)) == 2
+
+
+def test_get_due_with_priority_orders_by_priority_then_time(engine):
+    r = repo(engine, priority=True)
+    r.create_if_not_exists(new(id="p1", at=NOW - timedelta(seconds=10), priority=1))
+    r.create_if_not_exists(new(id="p2", at=NOW - timedelta(seconds=30), priority=2))
+    r.create_if_not_exists(new(id="p3", at=NOW - timedelta(seconds=20), priority=3))
+    r.create_if_not_exists(new(id="pnull", at=NOW - timedelta(seconds=40), priority=None))
+    assert [e.instance_id for e in r.get_due(NOW, 10)] == ["p3", "p2", "p1", "pnull"]
+    plain = repo(engine)
+    assert [e.instance_id for e in plain.get_due(NOW, 10)] == ["pnull", "p2", "p3", "p1"]
+
+
+def test_priority_is_written_only_when_enabled(engine):
+    repo(engine).create_if_not_exists(new(id="off", priority=7))
+    repo(engine, priority=True).create_if_not_exists(new(id="on", priority=7))
+    r = repo(engine)
+    assert r.get_execution("one", "off").priority is None
+    assert r.get_execution("one", "on").priority == 7
+
+
+def test_get_due_excludes_picked_and_records_unknown_names_once(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1"))
+    r.create_if_not_exists(new(id="2"))
+    picked = r.pick(r.get_execution("one", "1"), NOW)
+    assert picked is not None
+    assert [e.instance_id for e in r.get_due(NOW, 10)] == ["2"]
+
+    seen = []
+    lonely = TaskRepository(engine, r.dialect, TaskResolver([TWO], on_unresolved=seen.append))
+    assert lonely.get_due(NOW, 10) == []
+    assert seen == ["one"]
+    for k, name in enumerate(["u1", "u2", "u3"], start=2):
+        r.create_if_not_exists(new(task=name, id="x"))
+        assert lonely.get_due(NOW, 10) == []
+        assert len(seen) == k, "each unknown name is recorded once"
+    assert seen == ["one", "u1", "u2", "u3"]
+    # the unresolved row's age counts from its execution time, not from discovery
+    assert lonely.resolver.unresolved()["u1"] == NOW
+
+
+def test_pick_claims_once_and_bumps_version(engine):
+    r = repo(engine, name="picker")
+    r.create_if_not_exists(new(id="1"))
+    read = r.get_due(NOW, 10)[0]
+    picked = r.pick(read, NOW + timedelta(seconds=1))
+    assert picked is not None and picked.version == read.version + 1
+    stored = r.get_execution("one", "1")
+    assert stored.picked is True
+    assert stored.picked_by == "picker"
+    assert stored.last_heartbeat == NOW + timedelta(seconds=1)
+    assert stored.version == 2
+    assert r.pick(read, NOW) is None, "a second claim of the same read must fail"
+
+
+def test_pick_after_reschedule_fails_on_stale_version(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1"))
+    read = r.get_due(NOW, 10)[0]
+    r.reschedule(read, NOW, last_success=None, last_failure=None, consecutive_failures=0)
+    assert r.pick(read, NOW) is None
+
+
+def test_picked_by_is_cut_to_50_characters(engine):
+    r = repo(engine, name="n" * 80)
+    r.create_if_not_exists(new(id="1"))
+    r.pick(r.get_due(NOW, 1)[0], NOW)
+    assert r.get_execution("one", "1").picked_by == "n" * 50
+
+
+def test_reschedule_moves_clears_picked_and_keeps_or_replaces_data(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1", data=b"first"))
+    picked = r.pick(r.get_due(NOW, 1)[0], NOW)
+    later = NOW + timedelta(hours=1)
+    r.reschedule(picked, later, last_success=NOW, last_failure=None, consecutive_failures=3)
+    row = r.get_execution("one", "1")
+    assert (row.execution_time, row.picked, row.picked_by, row.last_heartbeat) == (later, False, None, None)
+    assert (row.last_success, row.consecutive_failures, row.version) == (NOW, 3, picked.version + 1)
+    assert row.raw_data == b"first"
+    r.reschedule(row, later, last_success=None, last_failure=NOW, consecutive_failures=4, new_data=b"second")
+    assert r.get_execution("one", "1").raw_data == b"second"
+    row = r.get_execution("one", "1")
+    r.reschedule(row, later, last_success=None, last_failure=NOW, consecutive_failures=4, new_data=None)
+    assert r.get_execution("one", "1").raw_data is None
+
+
+def test_versioned_writes_reject_a_stale_version(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1"))
+    read = r.get_execution("one", "1")
+    r.reschedule(read, NOW, last_success=None, last_failure=None, consecutive_failures=0)
+    with pytest.raises(ExecutionError) as err:
+        r.remove(read)
+    assert (err.value.task_name, err.value.instance_id, err.value.version) == ("one", "1", 1)
+    with pytest.raises(ExecutionError):
+        r.reschedule(read, NOW, last_success=None, last_failure=None, consecutive_failures=0)
+    assert r.get_execution("one", "1").version == 2
+
+
+def test_heartbeat_checks_but_never_bumps_version(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1"))
+    picked = r.pick(r.get_due(NOW, 1)[0], NOW)
+    assert r.update_heartbeat(picked, NOW + timedelta(minutes=1)) is True
+    row = r.get_execution("one", "1")
+    assert (row.last_heartbeat, row.version) == (NOW + timedelta(minutes=1), picked.version)
+    stale = picked.with_changes(version=picked.version - 1)
+    assert r.update_heartbeat(stale, NOW + timedelta(minutes=2)) is False
+
+
+def test_replace_resets_version_and_bookkeeping(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1", data=b"old"))
+    picked = r.pick(r.get_due(NOW, 1)[0], NOW)
+    r.replace(picked, "two", "1b", NOW + timedelta(minutes=5), b"new")
+    assert r.get_execution("one", "1") is None
+    row = r.get_execution("two", "1b")
+    assert (row.version, row.picked, row.raw_data, row.execution_time) == (
+        1,
+        False,
+        b"new",
+        NOW + timedelta(minutes=5),
+    )
+
+
+def test_dead_executions_by_heartbeat_age(engine):
+    r = repo(engine)
+    for i in range(3):
+        r.create_if_not_exists(new(id=str(i)))
+    for i, e in enumerate(r.get_due(NOW, 10)):
+        r.pick(e, NOW - timedelta(minutes=10 * (i + 1)))
+    r.create_if_not_exists(new(id="unpicked"))
+    dead = r.get_dead_executions(NOW - timedelta(minutes=15))
+    assert [e.instance_id for e in dead] == ["2", "1"], "ordered by last_heartbeat, oldest first"
+    assert r.get_dead_executions(NOW + timedelta(days=1))[-1].instance_id == "0"
+
+
+def test_dead_query_skips_and_records_previously_unknown_tasks(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1"))
+    r.pick(r.get_due(NOW, 1)[0], NOW - timedelta(hours=1))
+    seen = []
+    lonely = TaskRepository(engine, r.dialect, TaskResolver([TWO], on_unresolved=seen.append))
+    assert lonely.get_dead_executions(NOW) == []
+    assert seen == ["one"]
+
+
+def test_failing_longer_than(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1"))
+    row = r.get_execution("one", "1")
+    r.reschedule(row, NOW, last_success=NOW, last_failure=None, consecutive_failures=0)
+    row = r.get_execution("one", "1")
+    r.reschedule(row, NOW, last_success=NOW, last_failure=NOW + timedelta(minutes=1), consecutive_failures=1)
+    assert r.get_executions_failing_longer_than(NOW + timedelta(minutes=1) - timedelta(minutes=5)) == []
+    assert len(r.get_executions_failing_longer_than(NOW + timedelta(minutes=1))) == 1
+
+
+def test_listing_filters_and_summary(engine):
+    r = repo(engine)
+    r.create_batch([new(id=str(i), at=NOW + timedelta(seconds=i)) for i in range(100)])
+    r.pick(r.get_execution("one", "0"), NOW)
+    assert len(r.get_scheduled_executions(ScheduledExecutionsFilter.all().with_picked(False))) == 99
+    assert len(r.get_scheduled_executions(ScheduledExecutionsFilter.all())) == 100
+
+    r.create_if_not_exists(new(task="two", id="a"))
+    r.create_if_not_exists(new(task="two", id="b"))
+    r.create_if_not_exists(new(task="ghost", id="g"))
+    assert len(r.get_scheduled_executions(ScheduledExecutionsFilter.all(), task_name="two")) == 2
+    lonely = TaskRepository(engine, r.dialect, TaskResolver([ONE, TWO]))
+    lonely.get_due(NOW + timedelta(days=1), 500)  # discovers "ghost"
+    only = lonely.get_scheduled_executions(ScheduledExecutionsFilter.only_resolved())
+    assert {e.task_name for e in only} == {"one", "two"}
+    assert {e.task_name for e in lonely.get_scheduled_executions(ScheduledExecutionsFilter.all())} == {
+        "one",
+        "two",
+        "ghost",
+    }
+
+
+def test_summary_by_task(engine):
+    r = repo(engine)
+    r.create_batch([new(id=str(i), at=NOW + timedelta(seconds=i)) for i in range(4)])
+    rows = {e.instance_id: e for e in r.get_scheduled_executions(ScheduledExecutionsFilter.all())}
+    r.pick(rows["0"], NOW)
+    r.pick(rows["1"], NOW)
+    r.reschedule(
+        rows["2"], NOW + timedelta(seconds=2), last_success=None, last_failure=NOW, consecutive_failures=3
+    )
+    r.reschedule(
+        rows["3"],
+        NOW + timedelta(seconds=3),
+        last_success=NOW - timedelta(hours=1),
+        last_failure=None,
+        consecutive_failures=0,
+    )
+    r.create_if_not_exists(new(task="ghost", id="g"))
+    summary = {s.task_name: s for s in r.summary_by_task()}
+    one = summary["one"]
+    assert (one.instance_count, one.running_count, one.failing_count, one.scheduled_count) == (4, 2, 1, 1)
+    assert one.earliest_execution_time == NOW
+    assert one.last_success == NOW - timedelta(hours=1)
+    assert one.last_failure == NOW
+    assert one.max_consecutive_failures == 3
+    assert summary["ghost"].instance_count == 1
+
+
+@pytest.mark.dialects("postgres", "mariadb", "mysql")
+def test_lock_and_fetch_picks_due_rows_once(engine):
+    r = repo(engine, name="locker")
+    r.create_batch([new(id=str(i), at=NOW - timedelta(seconds=i)) for i in range(3)])
+    r.create_if_not_exists(new(id="future", at=NOW + timedelta(hours=1)))
+    picked = r.lock_and_fetch(NOW, 10)
+    assert sorted(e.instance_id for e in picked) == ["0", "1", "2"]
+    assert all(e.picked and e.picked_by == "locker" and e.version == 2 for e in picked)
+    stored = r.get_execution("one", "0")
+    assert (stored.picked, stored.version) == (True, 2)
+    assert r.lock_and_fetch(NOW, 10) == []
+    # an optimistic claim of a row that lock-and-fetch took fails
+    assert r.pick(stored.with_changes(picked=False, version=2), NOW) is None
+
+
+@pytest.mark.dialects("postgres", "mariadb", "mysql")
+def test_lock_and_fetch_never_leaves_unknown_rows_picked(engine):
+    r = repo(engine)
+    r.create_if_not_exists(new(task="ghost", id="g"))
+    r.create_if_not_exists(new(id="1"))
+    assert [e.instance_id for e in r.lock_and_fetch(NOW, 10)] == ["1"]
+    assert r.get_execution("ghost", "g").picked is False
+    assert "ghost" in r.resolver.unresolved_names()
+
+
+def test_unpick_tolerates_missing_and_unpicked_rows(engine, caplog):
+    r = repo(engine)
+    r.create_if_not_exists(new(id="1"))
+    r.create_if_not_exists(new(id="2"))
+    picked = r.pick(r.get_execution("one", "1"), NOW)
+    absent = picked.with_changes(instance_id="absent")
+    r.unpick([])
+    r.unpick([picked, r.get_execution("one", "2"), absent])
+    row = r.get_execution("one", "1")
+    assert (row.picked, row.picked_by, row.version) == (False, None, picked.version + 1)
+    assert "failed to release" in caplog.text
+
+
+def test_custom_table_name(database):
+    from ekbatan.distributed_jobs.scheduler import create_table
+
+    engine = database.engine()
+    assert create_table(engine, "custom_tablename") is True
+    assert create_table(engine, "custom_tablename") is False
+    r = TaskRepository(engine, resolve_dialect(engine), TaskResolver([ONE]), table_name="custom_tablename")
+    r.create_if_not_exists(new(id="1"))
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT task_instance FROM custom_tablename")).scalar() == "1"
+
+
+@pytest.mark.parametrize("bad", ["scheduled tasks", "x;DROP TABLE y", "1abc", "", "a.b.c", "t-1"])
+def test_table_name_must_be_an_identifier(bad):
+    from ekbatan.distributed_jobs.scheduler import validate_table_name
+
+    with pytest.raises(ValueError, match="invalid table name"):
+        validate_table_name(bad)
