@@ -1,1 +1,85 @@
-"""placeholder"""
+"""Ekbatan core: ``application.yml`` settings, connection pools, shards and framework migrations.
+
+The names most applications need are re-exported here; each subpackage (``config``,
+``persistence``, ``sharding``, ``migrations``) exports its full public API.
+"""
+
+from ekbatan.core.config import (
+    EkbatanSettings,
+    HandlingConfig,
+    IsoDuration,
+    JobsConfig,
+    LocalEventHandlerConfig,
+    SettingsError,
+    format_iso_duration,
+    load_settings,
+    parse_iso_duration,
+    settings_from_document,
+)
+from ekbatan.core.migrations import (
+    EventlogTables,
+    Migration,
+    MigrationContributorError,
+    MigrationError,
+    MigrationTarget,
+    eventlog_statements,
+    eventlog_tables,
+    framework_statements,
+    migrate,
+)
+from ekbatan.core.persistence import (
+    ConnectionProvider,
+    DataSourceConfig,
+    Dialect,
+    TransactionManager,
+    dialect_from_jdbc_url,
+    dialect_from_url,
+    translate_jdbc_url,
+)
+from ekbatan.core.sharding import (
+    DatabaseRegistry,
+    GroupConfig,
+    JobsPoolNotConfiguredError,
+    MemberConfig,
+    ShardedUUID,
+    ShardIdentifier,
+    ShardingConfig,
+    jobs_connection_provider,
+)
+
+__all__ = [
+    "ConnectionProvider",
+    "DataSourceConfig",
+    "DatabaseRegistry",
+    "Dialect",
+    "EkbatanSettings",
+    "EventlogTables",
+    "GroupConfig",
+    "HandlingConfig",
+    "IsoDuration",
+    "JobsConfig",
+    "JobsPoolNotConfiguredError",
+    "LocalEventHandlerConfig",
+    "MemberConfig",
+    "Migration",
+    "MigrationContributorError",
+    "MigrationError",
+    "MigrationTarget",
+    "SettingsError",
+    "ShardIdentifier",
+    "ShardedUUID",
+    "ShardingConfig",
+    "TransactionManager",
+    "dialect_from_jdbc_url",
+    "dialect_from_url",
+    "eventlog_statements",
+    "eventlog_tables",
+    "format_iso_duration",
+    "framework_statements",
+    "jobs_connection_provider",
+    "load_settings",
+    "migrate",
+    "parse_iso_duration",
+    "settings_from_document",
+    "translate_jdbc_url",
+]

@@ -1,0 +1,41 @@
+"""Settings: ``application.yml`` under ``ekbatan:``, placeholders, env overrides, ISO-8601 durations."""
+
+from ekbatan.core.config.durations import (
+    DurationFormatError,
+    IsoDuration,
+    format_iso_duration,
+    parse_iso_duration,
+)
+from ekbatan.core.config.environment import EkbatanEnvironmentSource, EnvironmentOverrideError
+from ekbatan.core.config.errors import SettingsError
+from ekbatan.core.config.jobs import (
+    DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_POLLING_INTERVAL,
+    DEFAULT_SHUTDOWN_MAX_WAIT,
+    JobsConfig,
+)
+from ekbatan.core.config.key_folding import fold_key
+from ekbatan.core.config.local_event_handler import HandlingConfig, LocalEventHandlerConfig
+from ekbatan.core.config.placeholders import expand_placeholders
+from ekbatan.core.config.settings import EkbatanSettings, load_settings, settings_from_document
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_POLLING_INTERVAL",
+    "DEFAULT_SHUTDOWN_MAX_WAIT",
+    "DurationFormatError",
+    "EkbatanEnvironmentSource",
+    "EkbatanSettings",
+    "EnvironmentOverrideError",
+    "HandlingConfig",
+    "IsoDuration",
+    "JobsConfig",
+    "LocalEventHandlerConfig",
+    "SettingsError",
+    "expand_placeholders",
+    "fold_key",
+    "format_iso_duration",
+    "load_settings",
+    "parse_iso_duration",
+    "settings_from_document",
+]

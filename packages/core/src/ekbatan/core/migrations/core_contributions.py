@@ -1,0 +1,22 @@
+"""Core's own contribution to ``ekbatan.migrations``: the eventlog (outbox) tables."""
+
+from __future__ import annotations
+
+from ekbatan.core.migrations.contributions import Migration
+from ekbatan.core.migrations.eventlog_ddl import DEFAULT_EVENTLOG_SCHEMA, eventlog_statements
+
+
+def _eventlog_v1(dialect: str, *, eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list[str]:
+    return eventlog_statements(dialect, eventlog_schema)
+
+
+def migrations() -> list[Migration]:
+    """The entry point ``eventlog`` (declared in ekbatan-core's pyproject)."""
+    return [
+        Migration(
+            "eventlog",
+            "1",
+            "eventlog schema with events and event_notifications and their indexes",
+            _eventlog_v1,
+        )
+    ]

@@ -1,0 +1,32 @@
+"""Connection pools and transactions: ``DataSourceConfig``, ``ConnectionProvider``, ``TransactionManager``."""
+
+from ekbatan.core.persistence.column_types import UtcDateTime, UuidText
+from ekbatan.core.persistence.connection_provider import ConnectionProvider, engine_options
+from ekbatan.core.persistence.credentials import mask_url_password
+from ekbatan.core.persistence.data_source import DataSourceConfig
+from ekbatan.core.persistence.dialect import Dialect, dialect_from_url
+from ekbatan.core.persistence.jdbc_urls import (
+    TranslatedJdbcUrl,
+    UnsupportedJdbcUrlError,
+    dialect_from_jdbc_url,
+    translate_jdbc_url,
+)
+from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
+from ekbatan.core.persistence.transaction_manager import TransactionManager
+
+__all__ = [
+    "ConnectionProvider",
+    "DataSourceConfig",
+    "Dialect",
+    "TransactionManager",
+    "TranslatedJdbcUrl",
+    "UnsupportedJdbcUrlError",
+    "UtcDateTime",
+    "UuidText",
+    "dialect_from_jdbc_url",
+    "dialect_from_url",
+    "engine_options",
+    "mask_url_password",
+    "translate_jdbc_url",
+    "validate_sql_identifier",
+]

@@ -1,0 +1,70 @@
+"""Which pool the scheduler (distributed jobs) uses: the default shard's ``jobs-config``.
+
+Rule: the member named by ``default-shard`` supplies the jobs pool through its ``jobs-config``
+slot. Other members' ``jobs-config`` entries are ignored. When the default member has no
+``jobs-config``, the scheduler falls back to that member's ``primary-config`` and a WARNING
+names the key to add; ``strict=True`` turns the fallback into an error instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ekbatan.core.persistence.connection_provider import ConnectionProvider
+from ekbatan.core.persistence.data_source import DataSourceConfig
+from ekbatan.core.sharding.config import JOBS_CONFIG, ShardingConfig, check_default_shard
+
+log = logging.getLogger(__name__)
+
+
+class JobsPoolNotConfiguredError(LookupError):
+    """The default shard has no ``jobs-config`` and the caller asked not to fall back."""
+
+
+def jobs_config_path(sharding: ShardingConfig) -> str:
+    """``ekbatan.sharding.groups[<g>].members[<m>].configs.jobs-config`` for the default shard."""
+    check_default_shard(sharding)
+    wanted = sharding.default_shard
+    g = next(i for i, group in enumerate(sharding.groups) if group.group == wanted.group)
+    m = next(i for i, member in enumerate(sharding.groups[g].members) if member.member == wanted.member)
+    return f"ekbatan.sharding.groups[{g}].members[{m}].configs.jobs-config"
+
+
+def jobs_pool_missing_message(sharding: ShardingConfig) -> str:
+    return (
+        f"no jobs pool: {jobs_config_path(sharding)} is not set. The scheduler polls continuously and "
+        f"needs a dedicated small pool on the default shard {sharding.default}; add it (e.g. the primary's "
+        f"url with maximum-pool-size: 2), or pass your own ConnectionProvider to the JobRegistry"
+    )
+
+
+def resolve_jobs_config(sharding: ShardingConfig, *, strict: bool = False) -> tuple[DataSourceConfig, bool]:
+    """The settings of the jobs pool and whether they are a fallback to ``primary-config``."""
+    check_default_shard(sharding)
+    member = sharding.member_for(sharding.default)
+    assert member is not None  # check_default_shard guarantees it
+    configured = member.config_for(JOBS_CONFIG)
+    if configured is not None:
+        return configured, False
+    if strict:
+        raise JobsPoolNotConfiguredError(jobs_pool_missing_message(sharding))
+    log.warning(
+        "%s is not set; the scheduler will use the default shard's primary-config instead. "
+        "Add a jobs-config with a small maximum-pool-size so polling never competes with application queries",
+        jobs_config_path(sharding),
+    )
+    return member.primary_config, True
+
+
+def jobs_connection_provider(
+    settings: ShardingConfig | Any, *, strict: bool = False, **extra_engine_options: Any
+) -> ConnectionProvider:
+    """A new, dedicated provider for the jobs pool (the caller closes it).
+
+    Accepts the ``ekbatan`` settings or their ``sharding`` part. Without ``jobs-config`` the pool
+    is built from the default member's ``primary-config`` (WARNING), or raises when ``strict``.
+    """
+    sharding = settings if isinstance(settings, ShardingConfig) else settings.sharding
+    config, _ = resolve_jobs_config(sharding, strict=strict)
+    return ConnectionProvider(config, name="jobs", **extra_engine_options)
