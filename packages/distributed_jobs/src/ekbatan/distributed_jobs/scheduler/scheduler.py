@@ -183,6 +183,11 @@ class SchedulerBuilder:
         self._dialect = dialect
         return self
 
+    @property
+    def resolved_dialect(self) -> SqlDialect:
+        """The dialect the scheduler will use (the override, else from the engine's URL)."""
+        return resolve_dialect(self._engine, self._dialect)
+
     def add_listener(self, listener: SchedulerListener) -> SchedulerBuilder:
         self._listeners.append(listener)
         return self

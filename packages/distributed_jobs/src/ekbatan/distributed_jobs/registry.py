@@ -1,0 +1,258 @@
+"""``JobRegistry``: Ekbatan's facade over the scheduler engine.
+
+Each :class:`DistributedJob` becomes one recurring task whose single row in
+``scheduled_tasks`` coordinates the cluster. Defaults differ from the engine's where Ekbatan's
+do: heartbeat every 10 s (× 6 missed = 60 s until another instance revives a stalled run),
+one worker thread per job, the dialect pinned from the pool's URL without connecting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any, Protocol, runtime_checkable
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.job import DistributedJob, JobContext
+from ekbatan.distributed_jobs.scheduler import (
+    ExecutionContext,
+    RecurringTask,
+    ScheduledExecutionsFilter,
+    Scheduler,
+    SchedulerBuilder,
+    TaskInstance,
+    Tasks,
+)
+
+log = logging.getLogger("ekbatan.distributed_jobs")
+
+DEFAULT_HEARTBEAT_INTERVAL = timedelta(seconds=10)
+
+
+@runtime_checkable
+class EngineProvider(Protocol):
+    """Anything with an SQLAlchemy ``engine`` — e.g. ``ekbatan.core.persistence.ConnectionProvider``."""
+
+    @property
+    def engine(self) -> sa.Engine: ...
+
+
+class JobRegistryError(RuntimeError):
+    """The registry could not be built or started as configured."""
+
+
+def _engine_of(provider: sa.Engine | EngineProvider) -> tuple[sa.Engine, str | None]:
+    if isinstance(provider, sa.Engine):
+        return provider, None
+    if isinstance(provider, EngineProvider):
+        dialect = getattr(provider, "dialect", None)
+        return provider.engine, (str(dialect) if dialect is not None else None)
+    raise TypeError(
+        f"connection_provider must be a ConnectionProvider or an SQLAlchemy Engine, got {type(provider).__name__}"
+    )
+
+
+class JobRegistryBuilder:
+    def __init__(self) -> None:
+        self._provider: sa.Engine | EngineProvider | None = None
+        self._jobs: list[DistributedJob] = []
+        self._poll_interval: timedelta | None = None
+        self._heartbeat_interval = DEFAULT_HEARTBEAT_INTERVAL
+        self._shutdown_max_wait: timedelta | None = None
+        self._shutdown_hook = True
+        self._customizers: list[Callable[[SchedulerBuilder], Any]] = []
+
+    def connection_provider(self, provider: sa.Engine | EngineProvider) -> JobRegistryBuilder:
+        """A dedicated, small pool for the scheduler (it polls continuously). You own its lifecycle."""
+        self._provider = provider
+        return self
+
+    def with_job(self, job: DistributedJob) -> JobRegistryBuilder:
+        if job is None:
+            raise ValueError("job cannot be None")
+        self._jobs.append(job)
+        return self
+
+    def with_jobs(self, jobs: Iterable[DistributedJob]) -> JobRegistryBuilder:
+        if jobs is None:
+            raise ValueError("jobs cannot be None")
+        jobs = list(jobs)
+        if any(job is None for job in jobs):
+            raise ValueError(f"jobs contains a None job: {jobs!r}")
+        self._jobs.extend(jobs)
+        return self
+
+    def poll_interval(self, interval: timedelta) -> JobRegistryBuilder:
+        self._poll_interval = interval
+        return self
+
+    def heartbeat_interval(self, interval: timedelta) -> JobRegistryBuilder:
+        self._heartbeat_interval = interval
+        return self
+
+    def shutdown_max_wait(self, wait: timedelta) -> JobRegistryBuilder:
+        """Applied to each of the two shutdown phases, so stopping can take up to twice this."""
+        self._shutdown_max_wait = wait
+        return self
+
+    def register_shutdown_hook(self, enabled: bool) -> JobRegistryBuilder:
+        """Stop at interpreter exit (``atexit``; default on). Integrations pass False and stop
+        the registry from their own lifecycle. No signal handler is ever installed."""
+        self._shutdown_hook = enabled
+        return self
+
+    def customize_scheduler(self, customizer: Callable[[SchedulerBuilder], Any]) -> JobRegistryBuilder:
+        """Adjust the engine's builder; applied last, so it can override anything
+        (``missed_heartbeats_limit``, ``delete_unresolved_after``, polling strategy, …)."""
+        if customizer is None:
+            raise ValueError("customizer cannot be None")
+        self._customizers.append(customizer)
+        return self
+
+    def build(self) -> JobRegistry:
+        if self._provider is None:
+            raise ValueError(
+                "connection_provider is required: pass a ConnectionProvider or an SQLAlchemy Engine"
+            )
+        if not self._jobs:
+            raise ValueError("at least one DistributedJob must be registered")
+        names: list[str] = []
+        for job in self._jobs:
+            name = job.name()
+            if not isinstance(name, str) or not name.strip():
+                cls = type(job)
+                raise ValueError(
+                    f"{cls.__module__}.{cls.__qualname__} returned a blank name() ({name!r}); a job name must be "
+                    "non-blank and stable across restarts — it is the job's row key in scheduled_tasks"
+                )
+            names.append(name)
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"DistributedJob names must be unique within a JobRegistry; got: {duplicates}")
+        tasks: list[RecurringTask[Any]] = []
+        must_register: list[str] = []
+        for job, name in zip(self._jobs, names, strict=True):
+            schedule = job.schedule()
+            if schedule is None:
+                raise ValueError(f"DistributedJob {name!r} returned None from schedule(); return a Schedule")
+            if not schedule.is_disabled:
+                must_register.append(name)
+            tasks.append(Tasks.recurring(name, schedule).execute(_job_handler(job, name)))
+        if self._poll_interval is not None and self._poll_interval <= timedelta(0):
+            raise ValueError(
+                f"poll_interval must be positive, got {self._poll_interval}; a zero or negative interval would "
+                "poll in a tight loop"
+            )
+        if self._heartbeat_interval is None or self._heartbeat_interval <= timedelta(0):
+            raise ValueError(f"heartbeat_interval must be positive, got {self._heartbeat_interval}")
+        if self._shutdown_max_wait is not None and self._shutdown_max_wait < timedelta(0):
+            raise ValueError(f"shutdown_max_wait must be zero or positive, got {self._shutdown_max_wait}")
+
+        engine, dialect = _engine_of(self._provider)
+        builder = (
+            Scheduler.create(engine)
+            .start_tasks(*tasks)
+            # A job occupies a worker for as long as it runs — the event pipeline jobs run
+            # indefinitely — so every job gets a thread of its own and none can starve another.
+            .threads(len(tasks))
+            .heartbeat_interval(self._heartbeat_interval)
+            .register_shutdown_hook(self._shutdown_hook)
+            # the job wrapper logs a failure once, at ERROR; the engine would log it again
+            .failure_logging("OFF")
+        )
+        # Pinned from the URL, never from a connection: building must not touch the database.
+        builder.dialect(dialect if dialect is not None else builder.resolved_dialect)
+        if self._poll_interval is not None:
+            builder.polling_interval(self._poll_interval)
+        if self._shutdown_max_wait is not None:
+            builder.shutdown_max_wait(self._shutdown_max_wait)
+        for customize in self._customizers:
+            customize(builder)
+        return JobRegistry(builder.build(), names, must_register)
+
+
+def _job_handler(job: DistributedJob, name: str) -> Callable[[TaskInstance[Any], ExecutionContext], Any]:
+    def failed(exc: BaseException) -> None:
+        log.error("job %s failed: %s: %s", name, type(exc).__name__, exc, exc_info=exc)
+
+    async def finish_async(pending: Any) -> None:
+        try:
+            await pending
+        except BaseException as exc:
+            failed(exc)
+            raise
+        log.debug("job %s finished", name)
+
+    def handler(instance: TaskInstance[Any], ctx: ExecutionContext) -> Any:
+        log.debug("job %s started", name)
+        try:
+            result = job.execute(JobContext(ctx))
+        except BaseException as exc:
+            failed(exc)
+            raise
+        if hasattr(result, "__await__"):
+            return finish_async(result)
+        log.debug("job %s finished", name)
+        return None
+
+    return handler
+
+
+class JobRegistry:
+    """Built by :meth:`builder`; ``start()`` / ``stop()``, or use it as a context manager."""
+
+    @staticmethod
+    def builder() -> JobRegistryBuilder:
+        return JobRegistryBuilder()
+
+    def __init__(self, scheduler: Scheduler, job_names: list[str], must_register: list[str]) -> None:
+        self.scheduler = scheduler
+        self.job_names = tuple(job_names)
+        self._must_register = tuple(must_register)
+
+    def start(self) -> None:
+        """Start the scheduler and check that every enabled job has its row.
+
+        Raises :class:`JobRegistryError` naming the jobs without a row — typically because the
+        ``scheduled_tasks`` table is missing or the jobs pool cannot write to it. The scheduler
+        keeps running in that case; call ``stop()``.
+        """
+        log.info("starting %d distributed job(s): %s", len(self.job_names), list(self.job_names))
+        self.scheduler.start()
+        self.verify_registration()
+
+    def verify_registration(self) -> None:
+        everything = ScheduledExecutionsFilter.all()
+        missing = []
+        try:
+            for name in self._must_register:
+                # picked rows count: a job that already fired must not look missing
+                if not self.scheduler.get_scheduled_executions_for_task(name, filter=everything):
+                    missing.append(name)
+        except Exception as exc:
+            raise JobRegistryError(
+                f"could not verify the registration of distributed jobs {list(self._must_register)}: {exc}"
+            ) from exc
+        if missing:
+            raise JobRegistryError(
+                f"{len(missing)} of {len(self._must_register)} job(s) were not registered: {missing}. "
+                f"Their rows could not be written to {self.scheduler.repository.table_name!r}: check that the "
+                "table exists (run the migrations before starting) and that the jobs pool may write to it."
+            )
+
+    def stop(self) -> None:
+        log.info("stopping distributed jobs")
+        self.scheduler.stop()
+        log.info("distributed jobs stopped")
+
+    def __enter__(self) -> JobRegistry:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"JobRegistry(jobs={list(self.job_names)!r})"
