@@ -6,6 +6,7 @@ Every delay counts from ``complete.time_done`` — the moment the handler failed
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
@@ -73,7 +74,8 @@ class ExponentialBackoff:
         self.max_delay = max_delay
 
     def delay_for(self, failures_before: int) -> timedelta:
-        millis = round(self.initial / timedelta(milliseconds=1) * self.rate**failures_before)
+        # half up, as Java's Math.round (Python's round() would send 45 562.5 ms to 45 562)
+        millis = math.floor(self.initial / timedelta(milliseconds=1) * self.rate**failures_before + 0.5)
         delay = timedelta(milliseconds=millis)
         return min(delay, self.max_delay) if self.max_delay is not None else delay
 
