@@ -458,6 +458,7 @@ class Scheduler(SchedulerClient):
             atexit.unregister(self.stop)
             self._atexit_registered = False
         if not self._started:
+            self.async_runner.stop()  # a manually driven scheduler may have run async handlers
             return
         log.info("stopping scheduler %s", self.name)
         self.waiter.wake_or_skip_next_wait()
