@@ -1,0 +1,79 @@
+"""Schedules: when a recurring task runs next.
+
+* :class:`FixedDelay` — a fixed delay after each execution finishes; first run immediately.
+* :class:`Daily` — fixed local times every day, in a time zone.
+* :class:`CronSchedule` — a cron pattern (6-field Spring style or 5-field Unix style), in a time zone.
+* :class:`DisabledSchedule` — never runs (also the cron pattern ``"-"`` and the string ``"-"``).
+
+:class:`Schedules` gathers the factories; :func:`parse_schedule` reads the string forms;
+:mod:`.persistent` holds schedules stored in task data and their JSON form. Every instant going in or
+out is an aware UTC ``datetime``. See docs/schedules.md.
+"""
+
+from __future__ import annotations
+
+from datetime import time, timedelta
+from zoneinfo import ZoneInfo
+
+from ._cron_expression import CronSyntaxError
+from .base import NEVER, Schedule
+from .cron import CronSchedule
+from .daily import Daily
+from .disabled import DisabledSchedule, DisabledScheduleError
+from .fixed_delay import FixedDelay
+from .parsing import UnrecognizedScheduleError, parse_schedule
+from .persistent import (
+    PersistentCronSchedule,
+    PlainScheduleAndData,
+    ScheduleAndData,
+    schedule_from_json,
+    schedule_to_json,
+)
+
+__all__ = [
+    "NEVER",
+    "CronSchedule",
+    "CronSyntaxError",
+    "Daily",
+    "DisabledSchedule",
+    "DisabledScheduleError",
+    "FixedDelay",
+    "PersistentCronSchedule",
+    "PlainScheduleAndData",
+    "Schedule",
+    "ScheduleAndData",
+    "Schedules",
+    "UnrecognizedScheduleError",
+    "parse_schedule",
+    "schedule_from_json",
+    "schedule_to_json",
+]
+
+
+class Schedules:
+    """Factories for every schedule kind (db-scheduler's ``Schedules``)."""
+
+    @staticmethod
+    def fixed_delay(delay: timedelta) -> FixedDelay:
+        """Run ``delay`` after each execution finishes (zero allowed, negative rejected); first run now."""
+        return FixedDelay(delay)
+
+    @staticmethod
+    def daily(*times: time | str, zone: str | ZoneInfo = "UTC") -> Daily:
+        """Run every day at the given local times (``time`` objects or ``"HH:MM"`` strings) in ``zone``."""
+        return Daily(*times, zone=zone)
+
+    @staticmethod
+    def cron(expression: str, zone: str | ZoneInfo = "UTC") -> Schedule:
+        """Run at the wall-clock times matched by ``expression`` in ``zone``; ``"-"`` is disabled."""
+        return CronSchedule(expression, zone)
+
+    @staticmethod
+    def parse(text: str) -> Schedule:
+        """Read ``FIXED_DELAY|120s``, ``DAILY|12:00,13:45|Europe/Rome``, ``-`` or ``CRON|<pattern>|zone``."""
+        return parse_schedule(text)
+
+    @staticmethod
+    def disabled() -> Schedule:
+        """A schedule that never runs."""
+        return DisabledSchedule()
