@@ -443,3 +443,26 @@ def test_passwords_never_appear_in_repr_str_or_errors(tmp_path, caplog):
     assert "hunter2" not in repr(config) and "hunter2" not in config.safe_url()
     assert config.sqlalchemy_url().password == "hunter2"
     assert "hunter2" not in caplog.text
+
+
+def test_settings_built_in_code_read_nothing_from_the_environment(monkeypatch):
+    monkeypatch.setenv("EKBATAN_NAMESPACE", "from_env")
+    settings = EkbatanSettings(
+        sharding={
+            "defaultShard": {"group": 0, "member": 0},
+            "groups": [
+                {
+                    "group": 0,
+                    "name": "g",
+                    "members": [{"member": 0, "configs": {"primaryConfig": {"url": "sqlite://"}}}],
+                }
+            ],
+        }
+    )
+    assert settings.namespace == "default"
+
+
+def test_an_environment_index_past_the_file_list_is_validated_like_any_entry(tmp_path):
+    message = problems(tmp_path, "ekbatan:" + SHARDING, EKBATAN_SHARDING_GROUPS_1__NAME="mexico")
+    assert "ekbatan.sharding.groups[1].group: is required" in message
+    assert "ekbatan.sharding.groups[1].members: is required" in message
