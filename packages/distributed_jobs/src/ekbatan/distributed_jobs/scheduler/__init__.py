@@ -1,6 +1,6 @@
 """A cluster-safe, database-backed scheduler: db-scheduler for Python.
 
-Depends on SQLAlchemy, croniter and the standard library only — never on ``ekbatan.core`` —
+Depends on SQLAlchemy and the standard library only — never on ``ekbatan.core`` —
 so it can be used on its own.
 """
 

@@ -22,14 +22,16 @@ class ExecutionOperations:
         execution: Execution,
         serializer: Serializer,
         on_scheduled: Callable[[str, str, datetime], None] | None = None,
+        remover: Callable[[Execution], None] | None = None,
     ) -> None:
         self.repository = repository
         self.execution = execution
         self.serializer = serializer
         self._on_scheduled = on_scheduled
+        self._remover = remover or repository.remove
 
     def remove(self) -> None:
-        self.repository.remove(self.execution)
+        self._remover(self.execution)
 
     def reschedule(self, complete: ExecutionComplete, next_time: datetime, new_data: Any = KEEP_DATA) -> None:
         """Reschedule with the bookkeeping ``complete`` implies: a success resets the failure

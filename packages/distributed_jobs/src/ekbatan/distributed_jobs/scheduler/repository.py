@@ -387,6 +387,35 @@ class TaskRepository:
                 execution.version,
             )
 
+    def remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
+        """Delete each execution at its version in one transaction; return the keys deleted."""
+        if len(executions) == 1:
+            e = executions[0]
+            with self.engine.begin() as conn:
+                count = conn.execute(
+                    self._sql_remove,
+                    {"task_name": e.task_name, "task_instance": e.instance_id, "version": e.version},
+                ).rowcount
+            return {(e.task_name, e.instance_id)} if count == 1 else set()
+        if self.dialect.supports_delete_returning:
+            triples = ", ".join(f"(:n{i}, :i{i}, :v{i})" for i in range(len(executions)))
+            params: dict[str, Any] = {}
+            for i, e in enumerate(executions):
+                params[f"n{i}"], params[f"i{i}"], params[f"v{i}"] = e.task_name, e.instance_id, e.version
+            sql = sa.text(
+                f"DELETE FROM {self.table_name} WHERE (task_name, task_instance, version) IN ({triples}) "
+                "RETURNING task_name, task_instance"
+            )
+            with self.engine.begin() as conn:
+                return {(r[0], r[1]) for r in conn.execute(sql, params)}
+        removed = set()
+        with self.engine.begin() as conn:
+            for e in executions:
+                params = {"task_name": e.task_name, "task_instance": e.instance_id, "version": e.version}
+                if conn.execute(self._sql_remove, params).rowcount == 1:
+                    removed.add((e.task_name, e.instance_id))
+        return removed
+
     def reschedule(
         self,
         execution: Execution,

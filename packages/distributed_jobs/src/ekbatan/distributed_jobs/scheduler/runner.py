@@ -4,9 +4,9 @@ failure handling, with the bookkeeping and events around them."""
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,15 +43,16 @@ class ExecutionRegistry:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: dict[uuid.UUID, CurrentlyExecuting] = {}
+        self._running: dict[int, CurrentlyExecuting] = {}
+        self._tokens = itertools.count()
 
-    def add(self, currently: CurrentlyExecuting) -> uuid.UUID:
-        token = uuid.uuid4()
+    def add(self, currently: CurrentlyExecuting) -> int:
+        token = next(self._tokens)
         with self._lock:
             self._running[token] = currently
         return token
 
-    def remove(self, token: uuid.UUID) -> None:
+    def remove(self, token: int) -> None:
         with self._lock:
             self._running.pop(token, None)
 
@@ -81,6 +82,7 @@ class ExecutionRunner:
         async_runner: AsyncRunner,
         failure_log_level: int = logging.WARNING,
         failure_log_stack_trace: bool = True,
+        remover: Callable[[Execution], None] | None = None,
     ) -> None:
         self.repository = repository
         self.serializer = serializer
@@ -96,6 +98,7 @@ class ExecutionRunner:
         self.async_runner = async_runner
         self.failure_log_level = failure_log_level
         self.failure_log_stack_trace = failure_log_stack_trace
+        self.remover = remover
 
     def _ops_scheduled(self, task_name: str, instance_id: str, when: datetime) -> None:
         if self._on_scheduled is not None:
@@ -146,7 +149,9 @@ class ExecutionRunner:
                 listeners.on_execution_start(currently)
             time_started = self.clock.now()
             ctx = ExecutionContext(self.state, execution, self._client_factory(), currently)
-            ops = ExecutionOperations(self.repository, execution, self.serializer, self._ops_scheduled)
+            ops = ExecutionOperations(
+                self.repository, execution, self.serializer, self._ops_scheduled, self.remover
+            )
             try:
                 if self.interceptors:
                     completion = ExecutionChain(self.interceptors, self._invoke(task)).proceed(instance, ctx)

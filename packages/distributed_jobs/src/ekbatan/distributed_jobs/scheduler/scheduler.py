@@ -24,6 +24,7 @@ from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler.dead_executions import DeadExecutionDetector
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler.group_commit import GroupCommitRemover
 from ekbatan.distributed_jobs.scheduler.heartbeat import HeartbeatUpdater
 from ekbatan.distributed_jobs.scheduler.listener import (
     ExecutionInterceptor,
@@ -91,6 +92,7 @@ class SchedulerBuilder:
         self._failure_log_level = logging.WARNING
         self._failure_log_stack_trace = True
         self._shutdown_hook = False
+        self._batch_completions = True
 
     # -- options --------------------------------------------------------------------------
     def start_tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
@@ -207,6 +209,15 @@ class SchedulerBuilder:
         self._failure_log_stack_trace = stack_trace
         return self
 
+    def batch_completions(self, enabled: bool = True) -> SchedulerBuilder:
+        """Group-commit the removal of finished one-time executions (default on).
+
+        Off, every execution's completion commits on its own — db-scheduler's write pattern.
+        Either way each row is guarded by its version; batching only shares the commit.
+        """
+        self._batch_completions = enabled
+        return self
+
     def register_shutdown_hook(self, enabled: bool = True) -> SchedulerBuilder:
         """Stop the scheduler at interpreter exit (``atexit``). No signal handler is installed."""
         self._shutdown_hook = enabled
@@ -290,6 +301,7 @@ class Scheduler(SchedulerClient):
             async_runner=self.async_runner,
             failure_log_level=options._failure_log_level,
             failure_log_stack_trace=options._failure_log_stack_trace,
+            remover=GroupCommitRemover(repository).remove if options._batch_completions else None,
         )
         self.heartbeats = HeartbeatUpdater(repository, self.registry, self.clock, self.listeners)
         self.dead_executions = DeadExecutionDetector(

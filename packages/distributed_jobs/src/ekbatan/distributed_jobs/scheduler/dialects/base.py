@@ -27,8 +27,8 @@ class SqlDialect:
     supports_lock_and_fetch: ClassVar[bool] = False
     #: the whole lock-and-fetch happens in one ``UPDATE … RETURNING`` statement
     single_statement_lock_and_fetch: ClassVar[bool] = False
-    #: row-value ``(a, b) IN ((?, ?), …)`` comparisons are understood
-    supports_row_values: ClassVar[bool] = True
+    #: ``DELETE … RETURNING`` reports which rows a multi-row delete removed
+    supports_delete_returning: ClassVar[bool] = True
 
     @property
     def name(self) -> str:

@@ -15,6 +15,7 @@ class MySqlDialect(SqlDialect):
 
     dialect: ClassVar[Dialect] = Dialect.MYSQL
     supports_lock_and_fetch = True
+    supports_delete_returning = False
 
     def encode_time(self, instant: datetime | None) -> Any:
         if instant is None:
@@ -37,3 +38,4 @@ class MariaDbDialect(MySqlDialect):
     """MariaDB: as MySQL; ``SKIP LOCKED`` exists from 10.6 on."""
 
     dialect: ClassVar[Dialect] = Dialect.MARIADB
+    supports_delete_returning = True  # MariaDB has it; MySQL 8 does not

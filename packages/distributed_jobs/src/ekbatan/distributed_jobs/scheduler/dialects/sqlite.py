@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -18,6 +19,8 @@ class SqliteDialect(SqlDialect):
 
     dialect: ClassVar[Dialect] = Dialect.SQLITE
     supports_lock_and_fetch = False
+    # RETURNING arrived in SQLite 3.35
+    supports_delete_returning = sqlite3.sqlite_version_info >= (3, 35)
     busy_timeout_ms: ClassVar[int] = 30_000
 
     def encode_time(self, instant: datetime | None) -> Any:

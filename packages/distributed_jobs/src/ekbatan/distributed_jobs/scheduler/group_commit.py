@@ -1,0 +1,86 @@
+"""Group commit of completed one-time executions.
+
+The commit, not the SQL, bounds how many executions a database can finish per second. A
+worker that removes its finished execution while another worker is already writing joins the
+next batch instead of committing alone; a lone worker writes at once, so an idle system pays no
+extra latency. Every row stays guarded by the version it was claimed at — the batch deletes
+exactly the ``(task_name, task_instance, version)`` triples it was given, and each worker
+learns whether *its* row was deleted, so a stale instance still gets its ExecutionError.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from ekbatan.distributed_jobs.scheduler.errors import ExecutionError
+from ekbatan.distributed_jobs.scheduler.execution import Execution
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+
+#: rows per DELETE statement; bounded so the statement's parameter count stays small
+MAX_BATCH = 200
+
+
+class _Pending:
+    __slots__ = ("done", "error", "execution", "removed")
+
+    def __init__(self, execution: Execution) -> None:
+        self.execution = execution
+        self.done = threading.Event()
+        self.removed = False
+        self.error: BaseException | None = None
+
+
+class GroupCommitRemover:
+    def __init__(self, repository: TaskRepository, max_batch: int = MAX_BATCH) -> None:
+        self.repository = repository
+        self.max_batch = max_batch
+        self._lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._flushing = False
+
+    def remove(self, execution: Execution) -> None:
+        """Delete ``execution`` at its version, together with whatever else is waiting."""
+        mine = _Pending(execution)
+        with self._lock:
+            self._queue.append(mine)
+            if self._flushing:
+                leader = False
+            else:
+                self._flushing = leader = True
+        if leader:
+            self._lead()
+        else:
+            mine.done.wait()
+        if mine.error is not None:
+            raise mine.error
+        if not mine.removed:
+            raise ExecutionError(
+                "expected to remove 1 row, removed 0; another writer changed it first",
+                execution.task_name,
+                execution.instance_id,
+                execution.version,
+            )
+
+    def _lead(self) -> None:
+        # Flush until nothing is waiting; whoever arrives meanwhile rides along next round.
+        while True:
+            with self._lock:
+                batch = self._queue[: self.max_batch]
+                del self._queue[: self.max_batch]
+                if not batch:
+                    self._flushing = False
+                    return
+            self._flush(batch)
+
+    def _flush(self, batch: Sequence[_Pending]) -> None:
+        try:
+            removed = self.repository.remove_many([p.execution for p in batch])
+        except BaseException as exc:  # every waiter learns the batch failed
+            for p in batch:
+                p.error = exc
+                p.done.set()
+            return
+        for p in batch:
+            p.removed = (p.execution.task_name, p.execution.instance_id) in removed
+            p.done.set()
