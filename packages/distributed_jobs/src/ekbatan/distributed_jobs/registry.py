@@ -163,7 +163,10 @@ class JobRegistryBuilder:
             .failure_logging("OFF")
         )
         # Pinned from the URL, never from a connection: building must not touch the database.
-        builder.dialect(dialect if dialect is not None else builder.resolved_dialect)
+        # A bare Engine's URL is read by the engine's build(), after the customizers, so an
+        # unknown scheme is refused unless a customizer names the dialect (b.dialect(...)).
+        if dialect is not None:
+            builder.dialect(dialect)
         if self._poll_interval is not None:
             builder.polling_interval(self._poll_interval)
         if self._shutdown_max_wait is not None:
