@@ -40,6 +40,7 @@ from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, Seria
 from ekbatan.distributed_jobs.scheduler.session_setup import install_session_setup
 from ekbatan.distributed_jobs.scheduler.tasks import Task
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler.wakeups import channel_for
 
 #: ``(task_name, instance_id)``, a :class:`TaskInstanceId`, or a :class:`TaskInstance`
 InstanceKey = TaskInstanceId | TaskInstance[Any] | tuple[str, str]
@@ -86,6 +87,7 @@ class SchedulerClient:
         dialect: str | Dialect | SqlDialect | None = None,
         clock: Clock | None = None,
         picked_by: str = "SchedulerClient",
+        notify: bool = True,
         _repository: TaskRepository | None = None,
         _on_scheduled: Callable[[TaskInstanceId, datetime], None] | None = None,
     ) -> None:
@@ -101,6 +103,7 @@ class SchedulerClient:
                 table_name=table_name,
                 picked_by=picked_by,
                 priority_enabled=priority_enabled,
+                notify_channel=channel_for(table_name) if notify else None,
             )
         self._repository = _repository
         self._on_scheduled = _on_scheduled
@@ -252,6 +255,7 @@ class SchedulerClient:
             consecutive_failures=0,
             new_data=raw,
             connection=connection,
+            notify=True,
         )
         self._scheduled(ident, when)
         return True

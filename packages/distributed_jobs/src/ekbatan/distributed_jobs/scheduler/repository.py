@@ -27,6 +27,7 @@ from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.listing import ScheduledExecutionsFilter, TaskSummary
 from ekbatan.distributed_jobs.scheduler.schema import validate_table_name
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler.wakeups import encode_due
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,11 @@ class TaskRepository:
         table_name: str = "scheduled_tasks",
         picked_by: str = "scheduler",
         priority_enabled: bool = False,
+        notify_channel: str | None = None,
     ) -> None:
         self.engine = engine
+        #: PostgreSQL channel told about every scheduled due time (a wake-up hint for pollers)
+        self.notify_channel = notify_channel if dialect.dialect is Dialect.POSTGRESQL else None
         self.dialect = dialect
         self.resolver = resolver
         self.table_name = validate_table_name(table_name)
@@ -148,6 +152,12 @@ class TaskRepository:
             "AND version = :version AND task_name = :task_name AND task_instance = :task_instance"
         )
         self._sql_delete_task = sa.text(f"DELETE FROM {t} WHERE task_name = :task_name")
+        self._sql_notify = sa.text("SELECT pg_notify(:channel, :payload)")
+
+    def _notify(self, conn: sa.Connection, when: datetime) -> None:
+        # Inside the scheduling transaction: delivered on commit, dropped on rollback.
+        if self.notify_channel is not None:
+            conn.execute(self._sql_notify, {"channel": self.notify_channel, "payload": encode_due(when)})
 
     def _not_in_unresolved(self) -> tuple[str, dict[str, Any]]:
         names = self.resolver.unresolved_names()
@@ -211,7 +221,10 @@ class TaskRepository:
         params = self._insert_params(new)
         with self._tx(connection) as conn:
             if self._sql_insert_if_absent is not None:
-                return conn.execute(self._sql_insert_if_absent, params).rowcount == 1
+                created = conn.execute(self._sql_insert_if_absent, params).rowcount == 1
+                if created:
+                    self._notify(conn, new.execution_time)
+                return created
             if conn.execute(self._sql_get, params).first() is not None:
                 return False
             try:
@@ -233,6 +246,7 @@ class TaskRepository:
         try:
             with self._tx(connection) as conn:
                 conn.execute(self._sql_insert, [self._insert_params(n) for n in batch])
+                self._notify(conn, min(n.execution_time for n in batch))
         except IntegrityError as exc:
             raise FailedToScheduleBatchError(
                 f"failed to schedule a batch of {len(batch)} executions (first: "
@@ -254,11 +268,19 @@ class TaskRepository:
         return self._resolved(rows)
 
     def next_execution_time(self, now: datetime) -> datetime | None:
-        """The earliest ``execution_time`` of a not-picked row (used to time the next poll)."""
+        """The earliest future ``execution_time`` of a not-picked row (times the next poll).
+
+        Strictly after ``now``: rows already due are the current poll's business (or being
+        claimed right now), not a reason to wake up again.
+        """
         clause, extra = self._not_in_unresolved()
-        sql = sa.text(f"SELECT MIN(execution_time) FROM {self.table_name} WHERE picked = :false{clause}")
+        sql = sa.text(
+            f"SELECT MIN(execution_time) FROM {self.table_name} WHERE picked = :false "
+            f"AND execution_time > :now{clause}"
+        )
+        params = {"false": self.dialect.encode_bool(False), "now": self.dialect.encode_time(now), **extra}
         with self.engine.connect() as conn:
-            value = conn.execute(sql, {"false": self.dialect.encode_bool(False), **extra}).scalar()
+            value = conn.execute(sql, params).scalar()
             conn.rollback()
         return self.dialect.decode_time(value)
 
@@ -426,6 +448,7 @@ class TaskRepository:
         consecutive_failures: int,
         new_data: Any = _KEEP,
         connection: ConnectionLike | None = None,
+        notify: bool = False,
     ) -> None:
         """Move the row to ``next_time``, unpicked, with the given bookkeeping.
 
@@ -450,6 +473,8 @@ class TaskRepository:
             params["task_data"] = new_data
         with self._tx(connection) as conn:
             count = conn.execute(sql, params).rowcount
+            if notify and count == 1:
+                self._notify(conn, next_time)
         if count != 1:
             raise ExecutionError(
                 f"expected to reschedule 1 row, updated {count}; another writer changed it first",

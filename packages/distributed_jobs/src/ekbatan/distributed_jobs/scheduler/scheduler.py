@@ -46,6 +46,7 @@ from ekbatan.distributed_jobs.scheduler.session_setup import install_session_set
 from ekbatan.distributed_jobs.scheduler.tasks import Task
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.waiter import Waiter
+from ekbatan.distributed_jobs.scheduler.wakeups import NotificationListener, channel_for
 from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class SchedulerBuilder:
         self._failure_log_stack_trace = True
         self._shutdown_hook = False
         self._batch_completions = True
+        self._listen_notify = True
 
     # -- options --------------------------------------------------------------------------
     def start_tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
@@ -218,6 +220,13 @@ class SchedulerBuilder:
         self._batch_completions = enabled
         return self
 
+    def listen_for_notifications(self, enabled: bool = True) -> SchedulerBuilder:
+        """PostgreSQL: send ``NOTIFY`` when scheduling and ``LISTEN`` for it, so a task scheduled
+        by another process starts without waiting for the next poll (default on; a hint only —
+        turn off behind a transaction-pooling PgBouncer, which does not pass notifications)."""
+        self._listen_notify = enabled
+        return self
+
     def register_shutdown_hook(self, enabled: bool = True) -> SchedulerBuilder:
         """Stop the scheduler at interpreter exit (``atexit``). No signal handler is installed."""
         self._shutdown_hook = enabled
@@ -270,6 +279,7 @@ class Scheduler(SchedulerClient):
             table_name=options._table_name,
             picked_by=self.name,
             priority_enabled=options._priority,
+            notify_channel=channel_for(options._table_name) if options._listen_notify else None,
         )
         super().__init__(
             options._engine,
@@ -321,6 +331,7 @@ class Scheduler(SchedulerClient):
         self._poller: PollLoop | None = None
         self._heartbeat_loop: RepeatingLoop | None = None
         self._dead_loop: RepeatingLoop | None = None
+        self._listener: NotificationListener | None = None
         self._atexit_registered = False
 
     # ------------------------------------------------------------------ state
@@ -367,6 +378,10 @@ class Scheduler(SchedulerClient):
     # ------------------------------------------------------------------ wake-ups
     def _on_execution_scheduled(self, key: TaskInstanceId, execution_time: datetime) -> None:
         self.listeners.on_execution_scheduled(key, execution_time)
+        self._due_at(execution_time)
+
+    def _due_at(self, execution_time: datetime) -> None:
+        """Something becomes due at ``execution_time``: poll then, not a whole interval later."""
         if not self._started or self._shutting_down:
             return
         delay = (execution_time - self.clock.now()).total_seconds()
@@ -431,6 +446,11 @@ class Scheduler(SchedulerClient):
             strategy, self.repository, self.clock, self, self.listeners, self.polling_interval, self.waiter
         )
         self._poller.start()
+        if self.repository.notify_channel is not None:
+            self._listener = NotificationListener(
+                self.repository.engine, self.repository.notify_channel, self._due_at
+            )
+            self._listener.start()
         hb = self.heartbeat_interval.total_seconds()
 
         def unexpected(_exc: BaseException) -> None:
@@ -474,6 +494,8 @@ class Scheduler(SchedulerClient):
             return
         log.info("stopping scheduler %s", self.name)
         self.waiter.wake_or_skip_next_wait()
+        if self._listener is not None:
+            self._listener.stop()
         if self._poller is not None and not self._poller.join(poller_wait):
             log.warning("the poller of %s did not stop within %.1fs", self.name, poller_wait)
         started = time.monotonic()

@@ -1,0 +1,105 @@
+"""Wake-ups across processes on PostgreSQL: ``LISTEN/NOTIFY`` as a hint, never as the truth.
+
+Whoever schedules through this engine on PostgreSQL sends ``pg_notify(channel, <due epoch ms>)``
+inside the scheduling transaction — delivered at commit, dropped on rollback. Each scheduler
+keeps one dedicated connection listening and, on a notification, pulls its poller's next
+wake-up forward to that due time. Missed notifications (a reconnect, a pooler that does not
+pass them through) cost only latency: polling still finds every due row.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def channel_for(table_name: str) -> str:
+    return f"ekbatan_{table_name.replace('.', '_')}"[:63]
+
+
+def encode_due(instant: datetime) -> str:
+    return str(int((instant - _EPOCH).total_seconds() * 1000))
+
+
+def decode_due(payload: str) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(int(payload) / 1000, UTC)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+class NotificationListener:
+    """A thread holding one connection (outside the pool) that LISTENs on ``channel``."""
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        channel: str,
+        on_due: Callable[[datetime], None],
+        *,
+        reconnect_delay: float = 1.0,
+    ) -> None:
+        self.engine = engine
+        self.channel = channel
+        self.on_due = on_due
+        self.reconnect_delay = reconnect_delay
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ekbatan-notify-listener", daemon=True)
+        self._connection: Any = None
+        self.listening = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _connect(self) -> Any:
+        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
+        connection = self.engine.dialect.loaded_dbapi.connect(*cargs, **cparams)
+        connection.autocommit = True
+        connection.execute(f'LISTEN "{self.channel}"')
+        return connection
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._connection = self._connect()
+                self.listening.set()
+                while not self._stopping.is_set():
+                    for notify in self._connection.notifies(timeout=0.5):
+                        due = decode_due(notify.payload)
+                        if due is not None:
+                            self.on_due(due)
+            except Exception as exc:
+                if self._stopping.is_set():
+                    break
+                self.listening.clear()
+                log.warning(
+                    "listening for scheduling notifications failed (%s: %s); polling continues, retrying in %.0fs",
+                    type(exc).__name__,
+                    exc,
+                    self.reconnect_delay,
+                )
+                self._stopping.wait(self.reconnect_delay)
+            finally:
+                self._close()
+
+    def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except Exception:
+                log.debug("closing the notification connection failed", exc_info=True)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
