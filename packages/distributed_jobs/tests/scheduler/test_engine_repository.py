@@ -343,3 +343,48 @@ def test_table_name_must_be_an_identifier(bad):
 
     with pytest.raises(ValueError, match="invalid table name"):
         validate_table_name(bad)
+
+
+def test_remove_many_deletes_exactly_the_versions_given(engine):
+    r = repo(engine)
+    r.create_batch([new(id=str(i)) for i in range(5)])
+    rows = sorted(r.get_scheduled_executions(ScheduledExecutionsFilter.all()), key=lambda e: e.instance_id)
+    stale = rows[0].with_changes(version=rows[0].version + 5)
+    removed = r.remove_many([stale, *rows[1:4]])
+    assert removed == {("one", "1"), ("one", "2"), ("one", "3")}
+    left = {e.instance_id for e in r.get_scheduled_executions(ScheduledExecutionsFilter.all())}
+    assert left == {"0", "4"}
+    assert r.remove_many([rows[4]]) == {("one", "4")}
+    assert r.remove_many([rows[4]]) == set()
+
+
+def test_group_commit_remover_reports_each_rows_own_outcome(engine):
+    import threading
+
+    from ekbatan.distributed_jobs.scheduler.group_commit import GroupCommitRemover
+
+    r = repo(engine)
+    r.create_batch([new(id=str(i)) for i in range(40)])
+    rows = r.get_scheduled_executions(ScheduledExecutionsFilter.all())
+    stale = {"3", "17"}
+    remover = GroupCommitRemover(r, max_batch=7)
+    outcomes: dict[str, str] = {}
+    start = threading.Barrier(len(rows))
+
+    def complete(e):
+        start.wait()
+        target = e.with_changes(version=e.version + 1) if e.instance_id in stale else e
+        try:
+            remover.remove(target)
+            outcomes[e.instance_id] = "removed"
+        except ExecutionError:
+            outcomes[e.instance_id] = "stale"
+
+    threads = [threading.Thread(target=complete, args=(e,)) for e in rows]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert {k for k, v in outcomes.items() if v == "stale"} == stale
+    assert sum(v == "removed" for v in outcomes.values()) == 38
+    assert {e.instance_id for e in r.get_scheduled_executions(ScheduledExecutionsFilter.all())} == stale

@@ -153,6 +153,27 @@ class TaskRepository:
         )
         self._sql_delete_task = sa.text(f"DELETE FROM {t} WHERE task_name = :task_name")
         self._sql_notify = sa.text("SELECT pg_notify(:channel, :payload)")
+        # One statement text whatever the batch size, so it is compiled once: PostgreSQL
+        # takes three arrays, the others an expanding list of (name, instance, version) rows.
+        if self.dialect.dialect is Dialect.POSTGRESQL:
+            self._sql_remove_many = sa.text(
+                f"DELETE FROM {t} WHERE (task_name, task_instance, version) IN "
+                "(SELECT * FROM unnest(CAST(:names AS text[]), CAST(:instances AS text[]), CAST(:versions AS bigint[]))) "
+                "RETURNING task_name, task_instance"
+            )
+        else:
+            self._sql_remove_many = sa.text(
+                f"DELETE FROM {t} WHERE (task_name, task_instance, version) IN :keys RETURNING task_name, task_instance"
+            ).bindparams(sa.bindparam("keys", expanding=True))
+
+    def _remove_many_params(self, executions: Sequence[Execution]) -> dict[str, Any]:
+        if self.dialect.dialect is Dialect.POSTGRESQL:
+            return {
+                "names": [e.task_name for e in executions],
+                "instances": [e.instance_id for e in executions],
+                "versions": [e.version for e in executions],
+            }
+        return {"keys": [(e.task_name, e.instance_id, e.version) for e in executions]}
 
     def _notify(self, conn: sa.Connection, when: datetime) -> None:
         # Inside the scheduling transaction: delivered on commit, dropped on rollback.
@@ -420,16 +441,9 @@ class TaskRepository:
                 ).rowcount
             return {(e.task_name, e.instance_id)} if count == 1 else set()
         if self.dialect.supports_delete_returning:
-            triples = ", ".join(f"(:n{i}, :i{i}, :v{i})" for i in range(len(executions)))
-            params: dict[str, Any] = {}
-            for i, e in enumerate(executions):
-                params[f"n{i}"], params[f"i{i}"], params[f"v{i}"] = e.task_name, e.instance_id, e.version
-            sql = sa.text(
-                f"DELETE FROM {self.table_name} WHERE (task_name, task_instance, version) IN ({triples}) "
-                "RETURNING task_name, task_instance"
-            )
             with self.engine.begin() as conn:
-                return {(r[0], r[1]) for r in conn.execute(sql, params)}
+                rows = conn.execute(self._sql_remove_many, self._remove_many_params(executions))
+                return {(r[0], r[1]) for r in rows}
         removed = set()
         with self.engine.begin() as conn:
             for e in executions:
