@@ -45,6 +45,9 @@ class HeartbeatUpdater:
             ok = self._update_with_retries(currently)
         except Exception:
             log.exception("heartbeat of %s failed unexpectedly", execution)
+            # still a failed heartbeat (db-scheduler: false after the last retry), so the job
+            # sees it in failed_heartbeats / has_stale_heartbeat
+            currently.heartbeat_state.failed(now)
             self.listeners.on_scheduler_event(SchedulerEventType.FAILED_HEARTBEAT)
             self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
             self.listeners.on_execution_failed_heartbeat(currently)
