@@ -41,6 +41,14 @@ ConnectionLike = Any
 
 _KEEP: Any = object()
 
+#: MySQL/MariaDB ``ER_DUP_ENTRY``
+_ER_DUP_ENTRY = 1062
+
+
+def _is_duplicate_key(exc: IntegrityError) -> bool:
+    args = getattr(exc.orig, "args", ())
+    return bool(args) and args[0] == _ER_DUP_ENTRY
+
 
 class NewExecution:
     """A row to insert."""
@@ -90,6 +98,11 @@ class TaskRepository:
         self.engine = engine
         #: PostgreSQL channel told about every scheduled due time (a wake-up hint for pollers)
         self.notify_channel = notify_channel if dialect.dialect is Dialect.POSTGRESQL else None
+        self._autocommit = (
+            engine.execution_options(isolation_level="AUTOCOMMIT")
+            if dialect.dialect is Dialect.POSTGRESQL
+            else None
+        )
         self.dialect = dialect
         self.resolver = resolver
         self.table_name = validate_table_name(table_name)
@@ -189,13 +202,36 @@ class TaskRepository:
 
     # ------------------------------------------------------------------ connections
     @contextmanager
-    def _tx(self, connection: ConnectionLike | None = None) -> Iterator[sa.Connection]:
-        """The caller's connection (never committed here) or a fresh committed transaction."""
+    def _tx(
+        self, connection: ConnectionLike | None = None, *, single: bool = False
+    ) -> Iterator[sa.Connection]:
+        """The caller's connection (never committed here), else a fresh committed transaction.
+
+        ``single``: the block runs exactly one statement, which may then autocommit.
+        """
         if connection is not None:
             yield as_connection(connection)
             return
-        with self.engine.begin() as conn:
+        with self._one() if single else self.engine.begin() as conn:
             yield conn
+
+    def _one(self) -> Any:
+        """A connection for one statement, committed on success.
+
+        On PostgreSQL that is an autocommit connection: psycopg would otherwise spend two extra
+        round trips (BEGIN, COMMIT) around every single-statement write.
+        """
+        return self._autocommit.connect() if self._autocommit is not None else self.engine.begin()
+
+    @contextmanager
+    def _reading(self) -> Iterator[sa.Connection]:
+        if self._autocommit is not None:
+            with self._autocommit.connect() as conn:
+                yield conn
+            return
+        with self.engine.connect() as conn:
+            yield conn
+            conn.rollback()
 
     # ------------------------------------------------------------------ row mapping
     def _execution(self, row: Sequence[Any]) -> Execution:
@@ -252,8 +288,11 @@ class TaskRepository:
                 conn.execute(self._sql_insert, params)
                 return True
             except IntegrityError as exc:
-                if conn.execute(self._sql_get, params).first() is not None:
-                    return False  # lost the race to another inserter
+                # Lost the race to another inserter. Under REPEATABLE READ (MySQL's default) a
+                # re-read sees this transaction's snapshot, taken before the winner committed,
+                # so the server's duplicate-key error is the evidence.
+                if _is_duplicate_key(exc) or conn.execute(self._sql_get, params).first() is not None:
+                    return False
                 raise TaskInstanceError(
                     f"failed to schedule {new.task_name}/{new.instance_id}: {exc.orig}",
                     new.task_name,
@@ -283,9 +322,8 @@ class TaskRepository:
             f"{clause} ORDER BY {self._order_due}{self.dialect.limit(limit)}"
         )
         params = {"false": self.dialect.encode_bool(False), "now": self.dialect.encode_time(now), **extra}
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             rows = conn.execute(sql, params).all()
-            conn.rollback()
         return self._resolved(rows)
 
     def next_execution_time(self, now: datetime) -> datetime | None:
@@ -300,9 +338,8 @@ class TaskRepository:
             f"AND execution_time > :now{clause}"
         )
         params = {"false": self.dialect.encode_bool(False), "now": self.dialect.encode_time(now), **extra}
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             value = conn.execute(sql, params).scalar()
-            conn.rollback()
         return self.dialect.decode_time(value)
 
     def pick(self, execution: Execution, now: datetime) -> Execution | None:
@@ -316,7 +353,7 @@ class TaskRepository:
             "task_instance": execution.instance_id,
             "version": execution.version,
         }
-        with self.engine.begin() as conn:
+        with self._one() as conn:
             count = conn.execute(self._sql_pick, params).rowcount
         if count == 0:
             return None
@@ -356,7 +393,7 @@ class TaskRepository:
                 f"{d.lock_and_fetch_select_tail(limit)}) RETURNING st1.*) "
                 f"SELECT {COLUMNS} FROM locked ORDER BY {self._order_due}"
             )
-            with self.engine.begin() as conn:
+            with self._one() as conn:
                 rows = conn.execute(sql, params).all()
             executions = [self._execution(r) for r in rows]
             known = [e for e in executions if self.resolver.resolve(e.task_name) is not None]
@@ -395,7 +432,7 @@ class TaskRepository:
         """Release picked rows (unknown tasks met by the single-statement lock-and-fetch)."""
         for e in executions:
             try:
-                with self.engine.begin() as conn:
+                with self._one() as conn:
                     count = conn.execute(
                         self._sql_unpick,
                         {
@@ -413,7 +450,7 @@ class TaskRepository:
 
     # ------------------------------------------------------------------ completion
     def remove(self, execution: Execution, connection: ConnectionLike | None = None) -> None:
-        with self._tx(connection) as conn:
+        with self._tx(connection, single=True) as conn:
             count = conn.execute(
                 self._sql_remove,
                 {
@@ -434,14 +471,14 @@ class TaskRepository:
         """Delete each execution at its version in one transaction; return the keys deleted."""
         if len(executions) == 1:
             e = executions[0]
-            with self.engine.begin() as conn:
+            with self._one() as conn:
                 count = conn.execute(
                     self._sql_remove,
                     {"task_name": e.task_name, "task_instance": e.instance_id, "version": e.version},
                 ).rowcount
             return {(e.task_name, e.instance_id)} if count == 1 else set()
         if self.dialect.supports_delete_returning:
-            with self.engine.begin() as conn:
+            with self._one() as conn:
                 rows = conn.execute(self._sql_remove_many, self._remove_many_params(executions))
                 return {(r[0], r[1]) for r in rows}
         removed = set()
@@ -485,7 +522,7 @@ class TaskRepository:
         if new_data is not _KEEP:
             sql = self._sql_reschedule_data
             params["task_data"] = new_data
-        with self._tx(connection) as conn:
+        with self._tx(connection, single=not notify) as conn:
             count = conn.execute(sql, params).rowcount
             if notify and count == 1:
                 self._notify(conn, next_time)
@@ -506,7 +543,7 @@ class TaskRepository:
         raw_data: bytes | None,
     ) -> None:
         """Turn the row into a new execution (another key), version reset to 1."""
-        with self.engine.begin() as conn:
+        with self._one() as conn:
             count = conn.execute(
                 self._sql_replace,
                 {
@@ -530,7 +567,7 @@ class TaskRepository:
 
     def update_heartbeat(self, execution: Execution, now: datetime) -> bool:
         """Refresh ``last_heartbeat`` if the row is still at the version we claimed."""
-        with self.engine.begin() as conn:
+        with self._one() as conn:
             return (
                 conn.execute(
                     self._sql_heartbeat,
@@ -556,9 +593,8 @@ class TaskRepository:
             "older_than": self.dialect.encode_time(older_than),
             **extra,
         }
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             rows = conn.execute(sql, params).all()
-            conn.rollback()
         return self._resolved(rows)
 
     def get_executions_failing_longer_than(self, since: datetime) -> list[Execution]:
@@ -567,13 +603,12 @@ class TaskRepository:
             f"SELECT {COLUMNS} FROM {self.table_name} WHERE consecutive_failures > 0 "
             f"AND (last_success IS NULL OR last_success < :since){clause}"
         )
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             rows = conn.execute(sql, {"since": self.dialect.encode_time(since), **extra}).all()
-            conn.rollback()
         return self._resolved(rows)
 
     def delete_unresolved(self, task_name: str) -> int:
-        with self.engine.begin() as conn:
+        with self._one() as conn:
             return conn.execute(self._sql_delete_task, {"task_name": task_name}).rowcount
 
     # ------------------------------------------------------------------ reads for the client
@@ -663,6 +698,5 @@ class TaskRepository:
         if connection is not None:
             yield as_connection(connection)
             return
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             yield conn
-            conn.rollback()
