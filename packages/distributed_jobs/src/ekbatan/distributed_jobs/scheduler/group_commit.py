@@ -22,11 +22,13 @@ MAX_BATCH = 200
 
 
 class _Pending:
-    __slots__ = ("done", "error", "execution", "removed")
+    __slots__ = ("done", "error", "execution", "lead", "removed", "wake")
 
     def __init__(self, execution: Execution) -> None:
         self.execution = execution
-        self.done = threading.Event()
+        self.wake = threading.Event()  # set when flushed, or when handed the leadership
+        self.done = False
+        self.lead = False
         self.removed = False
         self.error: BaseException | None = None
 
@@ -48,10 +50,11 @@ class GroupCommitRemover:
                 leader = False
             else:
                 self._flushing = leader = True
+        if not leader:
+            mine.wake.wait()
+            leader = mine.lead
         if leader:
-            self._lead()
-        else:
-            mine.done.wait()
+            self._lead(mine)
         if mine.error is not None:
             raise mine.error
         if not mine.removed:
@@ -62,16 +65,23 @@ class GroupCommitRemover:
                 execution.version,
             )
 
-    def _lead(self) -> None:
-        # Flush until nothing is waiting; whoever arrives meanwhile rides along next round.
-        while True:
+    def _lead(self, mine: _Pending) -> None:
+        # Flush until our own row is written, then hand the leadership to the first waiter:
+        # a leader flushing for everyone who arrives meanwhile would, under steady load, never
+        # return to its own execution (which stays "currently executing", its heartbeats
+        # failing on the row it already deleted).
+        while not mine.done:
             with self._lock:
                 batch = self._queue[: self.max_batch]
                 del self._queue[: self.max_batch]
-                if not batch:
-                    self._flushing = False
-                    return
             self._flush(batch)
+        with self._lock:
+            if self._queue:
+                successor = self._queue[0]
+                successor.lead = True
+                successor.wake.set()
+            else:
+                self._flushing = False
 
     def _flush(self, batch: Sequence[_Pending]) -> None:
         try:
@@ -79,8 +89,10 @@ class GroupCommitRemover:
         except BaseException as exc:  # every waiter learns the batch failed
             for p in batch:
                 p.error = exc
-                p.done.set()
+                p.done = True
+                p.wake.set()
             return
         for p in batch:
             p.removed = (p.execution.task_name, p.execution.instance_id) in removed
-            p.done.set()
+            p.done = True
+            p.wake.set()
