@@ -1,7 +1,8 @@
-"""Ekbatan core: ``application.yml`` settings, connection pools, shards and framework migrations.
+"""Ekbatan core: ``application.yml`` settings, connection pools, shards, framework migrations
+and the transactional outbox.
 
 The names most applications need are re-exported here; each subpackage (``config``,
-``persistence``, ``sharding``, ``migrations``) exports its full public API.
+``persistence``, ``sharding``, ``migrations``, ``outbox``) exports its full public API.
 """
 
 from ekbatan.core.config import (
@@ -27,6 +28,22 @@ from ekbatan.core.migrations import (
     framework_statements,
     migrate,
 )
+from ekbatan.core.outbox import (
+    Action,
+    ActionExecutor,
+    ActionOutcome,
+    ActionParams,
+    ActionPlan,
+    CrossShardError,
+    EventCodec,
+    EventTypeCollisionError,
+    InvalidActionParamsError,
+    ModelEvent,
+    PartiallyCommittedError,
+    action,
+    current_plan,
+    record_events,
+)
 from ekbatan.core.persistence import (
     ConnectionProvider,
     DataSourceConfig,
@@ -48,14 +65,23 @@ from ekbatan.core.sharding import (
 )
 
 __all__ = [
+    "Action",
+    "ActionExecutor",
+    "ActionOutcome",
+    "ActionParams",
+    "ActionPlan",
     "ConnectionProvider",
+    "CrossShardError",
     "DataSourceConfig",
     "DatabaseRegistry",
     "Dialect",
     "EkbatanSettings",
+    "EventCodec",
+    "EventTypeCollisionError",
     "EventlogTables",
     "GroupConfig",
     "HandlingConfig",
+    "InvalidActionParamsError",
     "IsoDuration",
     "JobsConfig",
     "JobsPoolNotConfiguredError",
@@ -65,11 +91,15 @@ __all__ = [
     "MigrationContributorError",
     "MigrationError",
     "MigrationTarget",
+    "ModelEvent",
+    "PartiallyCommittedError",
     "SettingsError",
     "ShardIdentifier",
     "ShardedUUID",
     "ShardingConfig",
     "TransactionManager",
+    "action",
+    "current_plan",
     "dialect_from_jdbc_url",
     "dialect_from_url",
     "eventlog_statements",
@@ -80,6 +110,7 @@ __all__ = [
     "load_settings",
     "migrate",
     "parse_iso_duration",
+    "record_events",
     "settings_from_document",
     "translate_jdbc_url",
 ]

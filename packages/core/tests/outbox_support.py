@@ -1,0 +1,194 @@
+"""Shared by the outbox tests: ORM models, events, a stepping clock and migrated shard databases."""
+
+from __future__ import annotations
+
+import enum
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ekbatan.core import (
+    ConnectionProvider,
+    DatabaseRegistry,
+    ModelEvent,
+    ShardIdentifier,
+    TransactionManager,
+    eventlog_tables,
+    migrate,
+)
+from ekbatan.core.migrations import MigrationTarget, core_migrations
+from testsupport import IsolatedDatabase, create_isolated_database, server_url
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Gadget(Base):
+    __tablename__ = "gadgets"
+
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(50))
+    color: Mapped[str] = mapped_column(sa.String(20))
+
+
+class Memo(Base):
+    __tablename__ = "memos"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    text: Mapped[str] = mapped_column(sa.String(200))
+
+
+class Shade(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Dimensions(BaseModel):
+    """A value object nested inside an event."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    width_mm: int
+    height_mm: int
+
+
+class GadgetCreated(ModelEvent):
+    name: str
+    color: str
+
+
+class GadgetRecolored(ModelEvent):
+    old_color: str
+    new_color: str
+
+
+class GadgetRemoved(ModelEvent):
+    reason: str
+
+
+class MemoWritten(ModelEvent):
+    text: str
+
+
+class GadgetPriced(ModelEvent):
+    """Every value type the codec must round-trip."""
+
+    price: Decimal
+    priced_at: datetime
+    catalog_id: uuid.UUID
+    shade: Shade
+    dimensions: Dimensions
+    tags: list[str]
+    discount: Decimal | None = None
+
+
+class SteppingClock:
+    """Returns ``start``, then ``start + step``, ... (thread-safe); ``calls`` counts the readings."""
+
+    def __init__(self, start: datetime, step: timedelta = timedelta(seconds=1)) -> None:
+        self._lock = threading.Lock()
+        self._next = start
+        self._step = step
+        self.calls = 0
+
+    def now(self) -> datetime:
+        with self._lock:
+            value = self._next
+            self._next += self._step
+            self.calls += 1
+            return value
+
+
+T0 = datetime(2026, 3, 1, 9, 30, 0, 123456, tzinfo=UTC)
+
+
+@dataclass
+class OutboxShard:
+    """One migrated database: business tables, an eventlog of its own, a TransactionManager."""
+
+    shard: ShardIdentifier
+    database: IsolatedDatabase
+    eventlog: str
+    manager: TransactionManager
+    _cleanup: list = field(default_factory=list, repr=False)
+
+    @property
+    def dialect(self) -> str:
+        return self.manager.dialect.value
+
+    @property
+    def events(self) -> sa.Table:
+        return eventlog_tables(self.manager.dialect, self.eventlog).events
+
+    def event_rows(self, **where: object) -> list[sa.Row]:
+        table = self.events
+        query = sa.select(table).order_by(table.c.event_type, table.c.id)
+        for column, value in where.items():
+            query = query.where(table.c[column] == value)
+        with self.manager.primary.connect() as connection:
+            return list(connection.execute(query))
+
+    def count(self, table: sa.Table | type[Base]) -> int:
+        selectable = table.__table__ if isinstance(table, type) else table
+        with self.manager.primary.connect() as connection:
+            return connection.execute(sa.select(sa.func.count()).select_from(selectable)).scalar_one()
+
+    def gadgets(self) -> list[Gadget]:
+        with self.manager.primary.connect() as connection:
+            return list(connection.execute(sa.select(Gadget.__table__).order_by(Gadget.name)))
+
+
+@contextmanager
+def outbox_shard(
+    dialect: str, shard: ShardIdentifier = ShardIdentifier.DEFAULT, *, scope: str = "schema"
+) -> Iterator[OutboxShard]:
+    database = create_isolated_database(dialect, scope=scope, prefix="ob")
+    eventlog = f"el_{uuid.uuid4().hex[:10]}"
+    try:
+        migrate([MigrationTarget(str(shard), database.url, eventlog)], contributions=core_migrations())
+        provider = ConnectionProvider.from_url(database.url, maximum_pool_size=4)
+        Base.metadata.create_all(provider.engine)
+        manager = TransactionManager(provider, shard=shard, eventlog_schema=eventlog)
+        try:
+            yield OutboxShard(shard, database, eventlog, manager)
+        finally:
+            manager.close()
+    finally:
+        database.drop()
+        _drop_eventlog(dialect, eventlog)
+
+
+def _drop_eventlog(dialect: str, eventlog: str) -> None:
+    # SQLite keeps the eventlog in the (already removed) file; a PostgreSQL "database" scope
+    # drops the schema with its database, but the cheap "schema" scope shares the test database.
+    if dialect == "sqlite":
+        return
+    admin = sa.create_engine(server_url(dialect), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    try:
+        with admin.connect() as connection:
+            if dialect == "postgres":
+                connection.exec_driver_sql(f"DROP SCHEMA IF EXISTS {eventlog} CASCADE")
+            else:
+                connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {eventlog}")
+    finally:
+        admin.dispose()
+
+
+def registry_of(*shards: OutboxShard, default: ShardIdentifier | None = None) -> DatabaseRegistry:
+    return DatabaseRegistry([s.manager for s in shards], default_shard=default)
+
+
+class OutboxTwinEvent(ModelEvent):
+    """test_outbox_events defines another class of this simple name: the guard must refuse it."""
+
+    note: str
