@@ -407,7 +407,11 @@ class TaskRepository:
             f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
             f"{clause} ORDER BY {self._order_due}{d.lock_and_fetch_select_tail(limit)}"
         )
-        with self.engine.begin() as conn:
+        # READ COMMITTED: under REPEATABLE READ InnoDB keeps a lock on every row the scan
+        # examined (the picked rows other workers are finishing, too) and the key-list UPDATE
+        # waits on rows outside its list; the DELETE/UPDATE completing such a row then
+        # deadlocks with this transaction and loses (the execution runs again once found dead).
+        with self.engine.execution_options(isolation_level="READ COMMITTED").begin() as conn:
             candidates = self._resolved(conn.execute(select, params).all())
             if not candidates:
                 return []
