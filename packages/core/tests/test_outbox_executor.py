@@ -1,6 +1,7 @@
 """ActionExecutor on one shard: the rows of spec §4.2, rollback, routing, reading through the session."""
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
@@ -159,8 +160,8 @@ def test_several_events_share_the_action_id_and_get_distinct_row_ids(shard_db):
 
     outcome = executor.execute_with_outcome(CreateBatch(), {"names": ["a", "b", "c"]})
 
-    rows = shard_db.event_rows()
-    assert len(rows) == 7
+    rows = shard_db.event_rows(action_id=outcome.action_id)
+    assert len(rows) == 7 == len(shard_db.event_rows())
     assert {r.action_id for r in rows} == {outcome.action_id}
     assert len({r.id for r in rows}) == 7
     assert sorted(r.event_type for r in rows) == ["GadgetCreated"] * 3 + ["GadgetRecolored"] * 3 + [
@@ -541,3 +542,23 @@ def test_action_marker_tags_action_classes_only():
 
     with pytest.raises(TypeError, match=r"write @action, not @action\(\)"):
         action("CreateGadget")
+
+
+def test_one_action_instance_runs_concurrently_with_a_plan_per_thread(shard_db):
+    executor = ActionExecutor(registry_of(shard_db), namespace="test.outbox")
+    create = CreateGadget()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outcomes = list(
+            pool.map(
+                lambda n: executor.execute_with_outcome(
+                    create, CreateGadgetParams(name=f"g{n}", color="red")
+                ),
+                range(8),
+            )
+        )
+
+    rows = shard_db.event_rows()
+    assert len({o.action_id for o in outcomes}) == 8
+    assert {(r.action_id, r.model_id) for r in rows} == {(o.action_id, str(o.result)) for o in outcomes}
+    assert sorted(g.name for g in shard_db.gadgets()) == sorted(f"g{n}" for n in range(8))

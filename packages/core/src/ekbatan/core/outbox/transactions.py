@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import uuid
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,7 +48,7 @@ class ShardTransaction:
     connection: sa.Connection
     session: Session
     written: bool = False
-    finished: bool = field(default=False)
+    finished: bool = False
 
 
 def _has_pending(session: Session) -> bool:
