@@ -1,0 +1,39 @@
+"""Every ```python block in docs/*.md runs, on its own, in a fresh namespace and directory."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def _blocks() -> list:
+    params = []
+    for page in sorted(DOCS.glob("*.md")):
+        for number, match in enumerate(BLOCK.finditer(page.read_text("utf-8")), start=1):
+            line = page.read_text("utf-8")[: match.start()].count("\n") + 2
+            params.append(pytest.param(page.name, match.group(1), id=f"{page.stem}-{number}-line{line}"))
+    return params
+
+
+@pytest.mark.parametrize(("page", "code"), _blocks())
+def test_docs_example_runs(page, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": f"docs_{Path(page).stem}"}
+    exec(compile(code, f"docs/{page}", "exec", dont_inherit=True), namespace)
+
+
+def test_every_docs_page_has_runnable_examples_or_says_why():
+    pages = sorted(DOCS.glob("*.md"))
+    assert pages, "docs/ has no pages"
+    for page in pages:
+        text = page.read_text("utf-8")
+        assert BLOCK.search(text) or "<!-- no python examples:" in text, (
+            f"{page.name} has no ```python example; add one (it will be executed) or a comment "
+            "'<!-- no python examples: <reason> -->'"
+        )
+
