@@ -51,6 +51,13 @@ class SqliteDialect(SqlDialect):
             cursor.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
             mode = cursor.execute("PRAGMA journal_mode").fetchone()
             if mode and str(mode[0]).lower() not in ("wal", "memory"):
-                cursor.execute("PRAGMA journal_mode = WAL")
+                try:
+                    cursor.execute("PRAGMA journal_mode = WAL")
+                except sqlite3.OperationalError:
+                    # The switch needs the whole file and fails at once (no busy wait) while
+                    # another connection writes — or switches it too. WAL only lets readers run
+                    # beside the writer, and the mode is stored in the file: a later connection
+                    # switches it. Locking stays correct either way.
+                    pass
         finally:
             cursor.close()
