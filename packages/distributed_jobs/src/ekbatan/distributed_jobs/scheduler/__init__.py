@@ -35,7 +35,6 @@ from ekbatan.distributed_jobs.scheduler.errors import (
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceError,
     TaskInstanceNotFoundError,
-    UnknownTaskError,
 )
 from ekbatan.distributed_jobs.scheduler.execution import (
     PRIORITY_HIGH,
@@ -172,7 +171,6 @@ __all__ = [
     "TaskInstanceNotFoundError",
     "TaskSummary",
     "Tasks",
-    "UnknownTaskError",
     "WhenExists",
     "create_table",
     "ddl_statements",

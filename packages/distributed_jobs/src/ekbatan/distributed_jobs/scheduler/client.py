@@ -9,12 +9,14 @@ rolling that transaction back schedules nothing.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
+from ekbatan.distributed_jobs.scheduler.after_commit import run_after_commit
 from ekbatan.distributed_jobs.scheduler.clock import Clock, SystemClock, ensure_utc
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.errors import (
@@ -34,6 +36,7 @@ from ekbatan.distributed_jobs.scheduler.repository import (
     ConnectionLike,
     NewExecution,
     TaskRepository,
+    as_connection,
 )
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, Serializer
@@ -48,6 +51,8 @@ InstanceKey = TaskInstanceId | TaskInstance[Any] | tuple[str, str]
 When = datetime | timedelta
 
 KEEP_DATA: Any = _KEEP
+
+log = logging.getLogger(__name__)
 
 
 class WhenExists(enum.Enum):
@@ -86,10 +91,9 @@ class SchedulerClient:
         priority_enabled: bool = False,
         dialect: str | Dialect | SqlDialect | None = None,
         clock: Clock | None = None,
-        picked_by: str = "SchedulerClient",
         notify: bool = True,
         _repository: TaskRepository | None = None,
-        _on_scheduled: Callable[[TaskInstanceId, datetime], None] | None = None,
+        _on_scheduled: Callable[..., None] | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self.serializer: Serializer = serializer or JsonSerializer()
@@ -101,7 +105,7 @@ class SchedulerClient:
                 backend,
                 TaskResolver(tasks),
                 table_name=table_name,
-                picked_by=picked_by,
+                picked_by="SchedulerClient",
                 priority_enabled=priority_enabled,
                 notify_channel=channel_for(table_name) if notify else None,
             )
@@ -140,9 +144,17 @@ class SchedulerClient:
             priority,
         )
 
-    def _scheduled(self, key: TaskInstanceId, execution_time: datetime) -> None:
-        if self._on_scheduled is not None:
+    def _scheduled(
+        self, key: TaskInstanceId, execution_time: datetime, connection: ConnectionLike | None = None
+    ) -> None:
+        if self._on_scheduled is None:
+            return
+        if connection is None:
             self._on_scheduled(key, execution_time)
+            return
+        # Invisible to pollers (and possibly undone) until the caller commits.
+        notify = self._on_scheduled
+        run_after_commit(as_connection(connection), lambda: notify(key, execution_time, committing=True))
 
     @staticmethod
     def _split(
@@ -167,7 +179,7 @@ class SchedulerClient:
         when = self._time(execution_time, rule)
         created = self._repository.create_if_not_exists(self._new(inst, when), connection)
         if created:
-            self._scheduled(inst.key, when)
+            self._scheduled(inst.key, when, connection)
         return created
 
     def schedule(
@@ -180,18 +192,24 @@ class SchedulerClient:
     ) -> bool:
         """Schedule ``instance`` at ``execution_time`` (default: now).
 
-        Returns True when a new execution was created. With ``when_exists="reschedule"`` an
-        existing, not-picked execution is moved to the new time with the new data instead.
+        Returns True when a new execution was created — or, with ``when_exists="reschedule"``,
+        when an existing, not-picked execution was moved to the new time (with the new data,
+        if any) instead.
         """
         policy = WhenExists(when_exists) if isinstance(when_exists, str) else when_exists
         inst, rule = self._split(instance, execution_time)
         when = self._time(execution_time, rule)
         if self._repository.create_if_not_exists(self._new(inst, when), connection):
-            self._scheduled(inst.key, when)
+            self._scheduled(inst.key, when, connection)
             return True
         if policy is WhenExists.RESCHEDULE:
             data = inst.data if inst.data is not None else KEEP_DATA
-            self.reschedule(inst.key, when, data, connection=connection)
+            try:
+                return self.reschedule(inst.key, when, data, connection=connection)
+            except TaskInstanceNotFoundError:
+                log.warning(
+                    "%s vanished between the insert attempt and the reschedule; not scheduled", inst.key
+                )
         return False
 
     def schedule_batch(
@@ -224,7 +242,9 @@ class SchedulerClient:
             self._insert_chunks(rows, connection, chunk_size)
         if self._on_scheduled is not None:
             for row in rows:
-                self._scheduled(TaskInstanceId(row.task_name, row.instance_id), row.execution_time)
+                self._scheduled(
+                    TaskInstanceId(row.task_name, row.instance_id), row.execution_time, connection
+                )
         return len(rows)
 
     def _insert_chunks(self, rows: Sequence[NewExecution], connection: ConnectionLike, size: int) -> None:
@@ -257,7 +277,7 @@ class SchedulerClient:
             connection=connection,
             notify=True,
         )
-        self._scheduled(ident, when)
+        self._scheduled(ident, when, connection)
         return True
 
     def cancel(self, key: InstanceKey, *, connection: ConnectionLike | None = None) -> None:

@@ -134,9 +134,10 @@ class ExecutionContext:
     def fencing_token(self) -> int:
         """The row's ``version`` while this execution holds it.
 
-        Pass it to your own writes (``… WHERE fencing_token < :token``) so that a stalled
-        instance whose execution was revived elsewhere cannot overwrite newer results: the
-        revival and the next claim both raise the version.
+        Store it with your own writes and guard them (``… WHERE stored_token <= :token``) so
+        that a stalled instance whose execution was revived elsewhere cannot overwrite newer
+        results: the revival and the next claim both raise the version. It only grows within
+        one row's life — a row deleted and created again starts at 1.
         """
         return self.execution.version
 

@@ -58,7 +58,3 @@ class SerializationError(SchedulerError):
 
 class DataClassMismatchError(SchedulerError):
     """Decoded task data is not of the type the caller asked for."""
-
-
-class UnknownTaskError(SchedulerError):
-    """A task name that this scheduler or client does not know."""

@@ -96,7 +96,7 @@ class TaskRepository:
         notify_channel: str | None = None,
     ) -> None:
         self.engine = engine
-        #: PostgreSQL channel told about every scheduled due time (a wake-up hint for pollers)
+        #: SQL naming the PostgreSQL channel told about every scheduled due time (a hint for pollers)
         self.notify_channel = notify_channel if dialect.dialect is Dialect.POSTGRESQL else None
         self._autocommit = (
             engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -165,7 +165,8 @@ class TaskRepository:
             "AND version = :version AND task_name = :task_name AND task_instance = :task_instance"
         )
         self._sql_delete_task = sa.text(f"DELETE FROM {t} WHERE task_name = :task_name")
-        self._sql_notify = sa.text("SELECT pg_notify(:channel, :payload)")
+        if self.notify_channel is not None:
+            self._sql_notify = sa.text(f"SELECT pg_notify({self.notify_channel}, :payload)")
         # One statement text whatever the batch size, so it is compiled once: PostgreSQL
         # takes three arrays, the others an expanding list of (name, instance, version) rows.
         if self.dialect.dialect is Dialect.POSTGRESQL:
@@ -191,7 +192,7 @@ class TaskRepository:
     def _notify(self, conn: sa.Connection, when: datetime) -> None:
         # Inside the scheduling transaction: delivered on commit, dropped on rollback.
         if self.notify_channel is not None:
-            conn.execute(self._sql_notify, {"channel": self.notify_channel, "payload": encode_due(when)})
+            conn.execute(self._sql_notify, {"payload": encode_due(when)})
 
     def _not_in_unresolved(self) -> tuple[str, dict[str, Any]]:
         names = self.resolver.unresolved_names()

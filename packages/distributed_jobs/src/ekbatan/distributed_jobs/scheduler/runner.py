@@ -20,7 +20,7 @@ from ekbatan.distributed_jobs.scheduler.context import (
     HeartbeatState,
     SchedulerState,
 )
-from ekbatan.distributed_jobs.scheduler.errors import SerializationError
+from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, SerializationError
 from ekbatan.distributed_jobs.scheduler.execution import Execution, ExecutionComplete, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
 from ekbatan.distributed_jobs.scheduler.listener import (
@@ -165,6 +165,15 @@ class ExecutionRunner:
             complete = ExecutionComplete.success(execution, time_started, self.clock.now(), instance)
             try:
                 completion.complete(complete, ops)
+            except ExecutionError as exc:
+                log.warning(
+                    "result of %s not recorded: the row changed meanwhile (revived or taken over by another "
+                    "instance?): %s",
+                    execution,
+                    exc,
+                )
+                listeners.on_scheduler_event(SchedulerEventType.COMPLETIONHANDLER_ERROR)
+                listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
             except Exception:
                 log.exception(
                     "completion handler of %s failed; the execution will likely remain picked and be "

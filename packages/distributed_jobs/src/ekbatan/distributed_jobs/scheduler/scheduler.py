@@ -376,19 +376,27 @@ class Scheduler(SchedulerClient):
         return self.repository.get_executions_failing_longer_than(self.clock.now() - failing_longer_than)
 
     # ------------------------------------------------------------------ wake-ups
-    def _on_execution_scheduled(self, key: TaskInstanceId, execution_time: datetime) -> None:
+    def _on_execution_scheduled(
+        self, key: TaskInstanceId, execution_time: datetime, *, committing: bool = False
+    ) -> None:
         self.listeners.on_execution_scheduled(key, execution_time)
-        self._due_at(execution_time)
+        # ``committing``: told from inside the caller's commit, which has not landed yet;
+        # poll a moment later rather than into a transaction still in flight.
+        self._due_at(execution_time, margin=0.01 if committing else 0.0)
 
-    def _due_at(self, execution_time: datetime) -> None:
+    def _due_at(self, execution_time: datetime, margin: float = 0.0) -> None:
         """Something becomes due at ``execution_time``: poll then, not a whole interval later."""
         if not self._started or self._shutting_down:
             return
         delay = (execution_time - self.clock.now()).total_seconds()
         if delay <= 0:
-            if self.options._immediate_execution:
+            if not self.options._immediate_execution:
+                return
+            if margin <= 0:
                 self.waiter.wake_or_skip_next_wait()
-        elif delay < self.polling_interval.total_seconds():
+                return
+        delay = max(delay, margin)
+        if delay < self.polling_interval.total_seconds():
             # A local timer for the earliest due time we know of, instead of a whole interval.
             self.waiter.wake_by(delay + 0.001)
 

@@ -21,7 +21,7 @@ from ekbatan.distributed_jobs.scheduler.completion import (
     OnCompleteReschedule,
 )
 from ekbatan.distributed_jobs.scheduler.dead_execution import DeadExecutionHandler, ReviveDeadExecution
-from ekbatan.distributed_jobs.scheduler.errors import TaskInstanceCurrentlyExecutingError
+from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, TaskInstanceCurrentlyExecutingError
 from ekbatan.distributed_jobs.scheduler.execution import PRIORITY_HIGH, PRIORITY_MEDIUM
 from ekbatan.distributed_jobs.scheduler.failure import (
     FailureHandler,
@@ -163,7 +163,11 @@ class RecurringTask(Task[T]):
                     existing.execution_time.isoformat(),
                     new_time.isoformat(),
                 )
-                client.reschedule(key, new_time)
+                try:
+                    client.reschedule(key, new_time)
+                except ExecutionError as exc:
+                    # Several instances starting together race for this; one winning is enough.
+                    log.info("recurring task %s: another instance changed its row first (%s)", self.name, exc)
             return
         client.schedule_if_not_exists(self.default_instance(), self.schedule.initial_execution_time(now))
 

@@ -14,6 +14,7 @@ class Waiter:
         self._woken = False
         self._skip_next = False
         self._deadline = 0.0
+        self._hint: float | None = None  # an earlier deadline asked for while not waiting
 
     def wait(self, seconds: float) -> None:
         """Sleep up to ``seconds``; return at once if a wake-up arrived since the last wait."""
@@ -21,9 +22,14 @@ class Waiter:
             if self._skip_next:
                 self._skip_next = False
                 return
-            if seconds <= 0:
+            now = time.monotonic()
+            deadline = now + seconds
+            if self._hint is not None:
+                deadline = min(deadline, self._hint)
+                self._hint = None
+            if deadline <= now:
                 return
-            self._deadline = time.monotonic() + seconds
+            self._deadline = deadline
             self._waiting = True
             self._woken = False
             try:
@@ -55,11 +61,12 @@ class Waiter:
                 self._skip_next = True
 
     def wake_by(self, seconds_from_now: float) -> None:
-        """Make the current wait end no later than ``seconds_from_now``."""
+        """Make the current wait — or the next one — end no later than ``seconds_from_now``."""
         with self._cond:
-            if not self._waiting:
-                return
             deadline = time.monotonic() + max(0.0, seconds_from_now)
+            if not self._waiting:
+                self._hint = deadline if self._hint is None else min(self._hint, deadline)
+                return
             if deadline < self._deadline:
                 self._deadline = deadline
                 self._cond.notify_all()

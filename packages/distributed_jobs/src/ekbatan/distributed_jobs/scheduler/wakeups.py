@@ -23,7 +23,16 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def channel_for(table_name: str) -> str:
-    return f"ekbatan_{table_name.replace('.', '_')}"[:63]
+    """SQL computing the channel name for ``table_name`` on the server.
+
+    The schema is part of it — the table's own when qualified, else the session's
+    ``current_schema()`` — so schedulers of same-named tables in different schemas of one
+    database do not wake each other. ``table_name`` is a validated identifier.
+    """
+    schema, _, table = table_name.rpartition(".")
+    if schema:
+        return f"'{f'ekbatan_{schema}_{table}'[:63]}'"
+    return f"left('ekbatan_' || current_schema() || '_{table}', 63)"
 
 
 def encode_due(instant: datetime) -> str:
@@ -38,7 +47,8 @@ def decode_due(payload: str) -> datetime | None:
 
 
 class NotificationListener:
-    """A thread holding one connection (outside the pool) that LISTENs on ``channel``."""
+    """A thread holding one connection (outside the pool) that LISTENs on the channel that the
+    SQL expression ``channel`` (from :func:`channel_for`) names."""
 
     def __init__(
         self,
@@ -64,7 +74,8 @@ class NotificationListener:
         cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
         connection = self.engine.dialect.loaded_dbapi.connect(*cargs, **cparams)
         connection.autocommit = True
-        connection.execute(f'LISTEN "{self.channel}"')
+        name = connection.execute(f"SELECT {self.channel}").fetchone()[0]
+        connection.execute(f'LISTEN "{name}"')
         return connection
 
     def _run(self) -> None:

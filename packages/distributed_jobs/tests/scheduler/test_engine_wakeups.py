@@ -1,0 +1,134 @@
+"""Wake-ups: PostgreSQL NOTIFY hints, local due-time timers, and hints deferred to the commit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler import Scheduler, SchedulerClient, Tasks, create_table
+from ekbatan.distributed_jobs.scheduler.waiter import Waiter
+from ekbatan.distributed_jobs.scheduler.wakeups import (
+    NotificationListener,
+    channel_for,
+    decode_due,
+    encode_due,
+)
+from testsupport import EventRecorder, create_isolated_database, wait_until
+
+TASK = Tasks.one_time("t").execute(lambda instance, ctx: None)
+
+
+def test_due_times_survive_the_notification_payload():
+    instant = datetime(2026, 11, 30, 4, 20, 1, 123000, tzinfo=UTC)
+    assert decode_due(encode_due(instant)) == instant
+    assert decode_due("not a number") is None
+
+
+@pytest.mark.dialects("postgres")
+def test_channel_names_differ_per_schema(dialect):
+    first, second = create_isolated_database(dialect), create_isolated_database(dialect)
+    try:
+        names = []
+        for db in (first, second):
+            with db.engine().connect() as conn:
+                names.append(conn.execute(sa.text(f"SELECT {channel_for('scheduled_tasks')}")).scalar())
+        assert names[0] != names[1]
+        assert names[0] == f"ekbatan_{first.name}_scheduled_tasks"
+    finally:
+        first.drop()
+        second.drop()
+    assert channel_for("jobs.scheduled_tasks") == "'ekbatan_jobs_scheduled_tasks'"
+
+
+@pytest.mark.dialects("postgres")
+def test_a_listener_hears_committed_schedules_only(engine):
+    heard: list[datetime] = []
+    listener = NotificationListener(engine, channel_for("scheduled_tasks"), heard.append)
+    listener.start()
+    try:
+        wait_until(listener.listening.is_set, timeout=10, message="listener connected")
+        client = SchedulerClient(engine, [TASK])
+        at = datetime(2030, 1, 1, tzinfo=UTC)
+        with engine.connect() as conn, conn.begin() as tx:
+            client.schedule(TASK.instance("rolled-back"), at - timedelta(days=1), connection=conn)
+            tx.rollback()
+        client.schedule(TASK.instance("committed"), at)
+        wait_until(lambda: heard, timeout=10, message="a notification")
+        assert heard == [at], "the rolled-back schedule must not be announced"
+    finally:
+        listener.stop()
+
+
+def test_waiter_wake_by_before_waiting_shortens_the_next_wait():
+    waiter = Waiter()
+    waiter.wake_by(0.05)
+    started = time.monotonic()
+    waiter.wait(5)
+    assert time.monotonic() - started < 1.0
+
+
+def test_waiter_wake_by_during_a_wait_pulls_its_deadline_forward():
+    waiter = Waiter()
+    done = threading.Event()
+
+    def sleeper():
+        waiter.wait(5)
+        done.set()
+
+    thread = threading.Thread(target=sleeper)
+    started = time.monotonic()
+    thread.start()
+    wait_until(lambda: waiter._waiting, timeout=5)
+    waiter.wake_by(0.05)
+    assert done.wait(2)
+    assert time.monotonic() - started < 2.0
+    thread.join()
+
+
+def test_transactional_schedule_wakes_the_poller_only_after_commit(engine):
+    """Polling every 10 s: only the commit-time hint can make the task run promptly."""
+    ran = threading.Event()
+    task = Tasks.one_time("t").execute(lambda instance, ctx: ran.set())
+    recorder = EventRecorder()
+    scheduler = (
+        Scheduler.create(engine, task)
+        .polling_interval(timedelta(seconds=10))
+        .listen_for_notifications(False)
+        .add_listener(recorder)
+        .build()
+    )
+    with scheduler:
+        with engine.connect() as conn, conn.begin() as tx:
+            scheduler.schedule(task.instance("undone"), connection=conn)
+            tx.rollback()
+        assert recorder.scheduled == [], "a rolled-back schedule is not reported"
+        with engine.begin() as conn:
+            scheduler.schedule(task.instance("kept"), connection=conn)
+            assert recorder.scheduled == [], "reported at commit, not before"
+        assert [key.id for key, _ in recorder.scheduled] == ["kept"]
+        assert ran.wait(3), "the commit-time hint should start the task long before the next poll"
+
+
+@pytest.mark.dialects("postgres")
+def test_a_task_scheduled_by_another_process_starts_without_waiting_for_a_poll(engine, database):
+    ran = threading.Event()
+    task = Tasks.one_time("t").execute(lambda instance, ctx: ran.set())
+    scheduler = Scheduler.create(engine, task).polling_interval(timedelta(seconds=30)).build()
+    with scheduler:
+        wait_until(lambda: scheduler._listener.listening.is_set(), timeout=10, message="listening")
+        elsewhere = sa.create_engine(database.url)
+        try:
+            SchedulerClient(elsewhere, [task]).schedule(task.instance("1"))
+        finally:
+            elsewhere.dispose()
+        assert ran.wait(5)
+
+
+def test_create_table_is_idempotent(database):
+    engine = database.engine()
+    assert create_table(engine) is True
+    assert create_table(engine) is False
