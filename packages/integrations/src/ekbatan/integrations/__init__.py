@@ -1,1 +1,3 @@
-"""placeholder"""
+"""Ekbatan wiring for FastAPI, Flask and dependency-injector. Not built yet — see DESIGN.md."""
+
+__all__: list[str] = []

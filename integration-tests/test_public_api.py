@@ -1,0 +1,89 @@
+"""The public surface is a contract: each package's ``__all__`` names exist and are unique, and
+the engine depends on nothing but SQLAlchemy and the standard library."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGES = [
+    "ekbatan.core",
+    "ekbatan.core.config",
+    "ekbatan.core.persistence",
+    "ekbatan.core.sharding",
+    "ekbatan.core.migrations",
+    "ekbatan.core.outbox",
+    "ekbatan.distributed_jobs",
+    "ekbatan.distributed_jobs.scheduler",
+    "ekbatan.distributed_jobs.scheduler.schedules",
+]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_names_resolve_once(name):
+    module = importlib.import_module(name)
+    exported = module.__all__
+    assert len(exported) == len(set(exported)), f"{name}.__all__ lists a name twice"
+    missing = [n for n in exported if not hasattr(module, n)]
+    assert not missing, f"{name}.__all__ names what the package does not define: {missing}"
+
+
+def test_ekbatan_is_a_namespace_package():
+    import ekbatan
+
+    assert getattr(ekbatan, "__file__", None) is None, "there must be no ekbatan/__init__.py"
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text("utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_engine_imports_only_sqlalchemy_and_the_standard_library():
+    import ekbatan.distributed_jobs.scheduler as engine
+
+    root = Path(engine.__file__).parent
+    allowed_third_party = {"sqlalchemy"}
+    offenders = {}
+    for path in root.rglob("*.py"):
+        for module in _imports(path):
+            top = module.split(".")[0]
+            if module.startswith("ekbatan.distributed_jobs.scheduler") or top in sys.stdlib_module_names:
+                continue
+            if top in allowed_third_party:
+                continue
+            offenders.setdefault(str(path.relative_to(root)), []).append(module)
+    assert not offenders, f"the engine must stay independent of ekbatan.core and other packages: {offenders}"
+
+
+def test_nothing_imports_upward():
+    """core never imports distributed_jobs; distributed_jobs' facade never imports the engine's
+    private modules through core; nothing imports the integrations."""
+    import ekbatan.core as core
+
+    root = Path(core.__file__).parent
+    for path in root.rglob("*.py"):
+        for module in _imports(path):
+            assert not module.startswith(
+                ("ekbatan.distributed_jobs", "ekbatan.local_event_handler", "ekbatan.integrations")
+            ), f"{path} imports {module}: core must not depend on the packages built on it"
+
+
+def test_every_module_imports():
+    for package in ("ekbatan.core", "ekbatan.distributed_jobs"):
+        module = importlib.import_module(package)
+        for info in pkgutil.walk_packages(module.__path__, prefix=f"{package}."):
+            if info.name.endswith(".demo"):
+                continue
+            importlib.import_module(info.name)
