@@ -1,0 +1,1 @@
+"""Benchmarks of the scheduler engine (see README.md); run with ``./run bench``."""

@@ -1,0 +1,524 @@
+"""Shared parts of the benchmarks: databases, table loading, worker processes, statistics,
+results on disk.
+
+Every benchmark works in throwaway ``bench_<random>`` databases (files for SQLite) that it
+creates and drops itself, so a run never touches another engineer's data and two runs never
+collide.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+DEFAULT_OUT = BENCH_DIR / "out"
+TASK_NAME = "bench"
+
+#: the databases each benchmark supports, in report order
+SERVER_DIALECTS = ("postgres", "mariadb")
+
+
+# ----------------------------------------------------------------------------- settings
+@dataclass
+class Settings:
+    """What one invocation of ``python -m bench`` asked for."""
+
+    smoke: bool = False
+    quick: bool = False
+    dbs: tuple[str, ...] = ("postgres", "mariadb", "sqlite")
+    repeats: int = 3
+    out: Path = DEFAULT_OUT
+    command: str = ""
+    peers_python: Path | None = None
+    allow_peer_install: bool = True
+    procrastinate_jobs: int | None = None
+
+    def size(self, full: int, quick: int, smoke: int) -> int:
+        if self.smoke:
+            return smoke
+        if self.quick:
+            return quick
+        return full
+
+    @property
+    def mode(self) -> str:
+        return "smoke" if self.smoke else "quick" if self.quick else "full"
+
+    def wants(self, dialect: str) -> bool:
+        return dialect in self.dbs
+
+
+# ----------------------------------------------------------------------------- databases
+@contextmanager
+def scratch_database(dialect: str) -> Iterator[Any]:
+    """A fresh, empty database (SQLite: a file) dropped afterwards."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from testsupport import create_isolated_database
+
+    db = create_isolated_database(dialect, scope="database", prefix="bench")
+    try:
+        yield db
+    finally:
+        db.drop()
+
+
+def make_engine(url: str, pool_size: int = 5, **kwargs: Any) -> sa.Engine:
+    if url.startswith("sqlite"):
+        return sa.create_engine(url, **kwargs)
+    return sa.create_engine(url, pool_size=pool_size, max_overflow=0, pool_pre_ping=False, **kwargs)
+
+
+def create_scheduler_table(url: str) -> None:
+    from ekbatan.distributed_jobs.scheduler import create_table
+
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        create_table(engine)
+    finally:
+        engine.dispose()
+
+
+def dialect_of(url: str) -> str:
+    name = make_url(url).get_backend_name()
+    return {"postgresql": "postgres", "mariadb": "mariadb", "mysql": "mariadb", "sqlite": "sqlite"}[name]
+
+
+def raw_connect(url: str, autocommit: bool = True) -> Any:
+    """A plain DB-API connection (psycopg 3, PyMySQL or sqlite3), no SQLAlchemy."""
+    u = make_url(url)
+    kind = dialect_of(url)
+    if kind == "postgres":
+        import psycopg
+
+        return psycopg.connect(
+            host=u.host or "127.0.0.1",
+            port=u.port or 5432,
+            user=u.username or "postgres",
+            dbname=u.database,
+            autocommit=autocommit,
+        )
+    if kind == "mariadb":
+        import pymysql
+
+        conn = pymysql.connect(
+            host=u.host or "127.0.0.1",
+            port=u.port or 3306,
+            user=u.username or "root",
+            password=u.password or "",
+            database=u.database,
+            autocommit=autocommit,
+        )
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+        return conn
+    import sqlite3
+
+    conn = sqlite3.connect(u.database, isolation_level=None if autocommit else "DEFERRED", timeout=30)
+    conn.execute("PRAGMA journal_mode = WAL")
+    return conn
+
+
+def pg_conninfo(url: str) -> str:
+    u = make_url(url)
+    return f"host={u.host or '127.0.0.1'} port={u.port or 5432} user={u.username or 'postgres'} dbname={u.database}"
+
+
+# ----------------------------------------------------------------------------- loading rows
+def load_rows(
+    url: str,
+    count: int,
+    *,
+    due_in: timedelta = timedelta(seconds=-60),
+    spread: timedelta = timedelta(0),
+    prefix: str = "r",
+    task_name: str = TASK_NAME,
+    data: bytes | None = None,
+    start: int = 0,
+) -> float:
+    """Insert ``count`` not-picked rows server-side (generate_series / the Sequence engine /
+    a recursive CTE), due at ``now + due_in`` plus up to ``spread``; returns seconds taken.
+
+    Instance ids are ``f"{prefix}{i}"`` for i in ``start+1 .. start+count``.
+    """
+    if count <= 0:
+        return 0.0
+    base = datetime.now(UTC) + due_in
+    step_us = int(spread / timedelta(microseconds=1)) // max(count, 1)
+    kind = dialect_of(url)
+    began = time.perf_counter()
+    conn = raw_connect(url, autocommit=False)
+    try:
+        cur = conn.cursor()
+        if kind == "postgres":
+            cur.execute(
+                "INSERT INTO scheduled_tasks (task_name, task_instance, task_data, execution_time, picked, version) "
+                "SELECT %s, %s || g, %s::bytea, %s::timestamptz + g * %s::bigint * interval '1 microsecond', false, 1 "
+                "FROM generate_series(%s::bigint, %s::bigint) g",
+                (task_name, prefix, data, base, step_us, start + 1, start + count),
+            )
+        elif kind == "mariadb":
+            chunk = 1_000_000
+            lo = start + 1
+            while lo <= start + count:
+                hi = min(lo + chunk - 1, start + count)
+                cur.execute(
+                    "INSERT INTO scheduled_tasks (task_name, task_instance, task_data, execution_time, picked, version) "
+                    f"SELECT %s, CONCAT(%s, seq), %s, TIMESTAMPADD(MICROSECOND, seq * %s, %s), 0, 1 FROM seq_{lo}_to_{hi}",
+                    (task_name, prefix, data, step_us, base.replace(tzinfo=None)),
+                )
+                lo = hi + 1
+        else:
+            base_ms = int(base.timestamp() * 1000)
+            step_ms = max(step_us // 1000, 0)
+            cur.execute(
+                "WITH RECURSIVE g(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM g WHERE x < ?) "
+                "INSERT INTO scheduled_tasks (task_name, task_instance, task_data, execution_time, picked, version) "
+                "SELECT ?, ? || x, ?, ? + x * ?, 0, 1 FROM g",
+                (start + 1, start + count, task_name, prefix, data, base_ms, step_ms),
+            )
+        conn.commit()
+    finally:
+        conn.close()
+    return time.perf_counter() - began
+
+
+def analyze(url: str) -> None:
+    """Fresh planner statistics (and, on PostgreSQL, a visibility map) after a bulk load."""
+    kind = dialect_of(url)
+    conn = raw_connect(url, autocommit=True)
+    try:
+        cur = conn.cursor()
+        if kind == "postgres":
+            cur.execute("VACUUM ANALYZE scheduled_tasks")
+        elif kind == "mariadb":
+            cur.execute("ANALYZE TABLE scheduled_tasks")
+            cur.fetchall()
+        else:
+            cur.execute("ANALYZE")
+    finally:
+        conn.close()
+
+
+def truncate(url: str) -> None:
+    conn = raw_connect(url, autocommit=True)
+    try:
+        cur = conn.cursor()
+        if dialect_of(url) == "sqlite":
+            cur.execute("DELETE FROM scheduled_tasks")
+        else:
+            cur.execute("TRUNCATE TABLE scheduled_tasks")
+    finally:
+        conn.close()
+
+
+def count_rows(conn: Any, where: str = "") -> int:
+    cur = conn.cursor()
+    cur.execute(f"SELECT count(*) FROM scheduled_tasks{where}")
+    (n,) = cur.fetchone()
+    if hasattr(cur, "close"):
+        cur.close()
+    return int(n)
+
+
+# ----------------------------------------------------------------------------- PG counters
+def pg_xact(url: str) -> dict[str, int]:
+    """``pg_stat_database`` counters of the URL's database, read on a fresh connection."""
+    conn = raw_connect(url)
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, tup_returned, tup_fetched "
+            "FROM pg_stat_database WHERE datname = current_database()"
+        )
+        row = cur.fetchone()
+    finally:
+        conn.close()
+    keys = (
+        "xact_commit",
+        "xact_rollback",
+        "tup_inserted",
+        "tup_updated",
+        "tup_deleted",
+        "tup_returned",
+        "tup_fetched",
+    )
+    return dict(zip(keys, (int(v) for v in row), strict=True))
+
+
+def pg_xact_settled(url: str, wait: float = 0.3) -> dict[str, int]:
+    """Counters once exited backends have flushed (read twice until stable, bounded)."""
+    last = pg_xact(url)
+    for _ in range(10):
+        time.sleep(wait)
+        now = pg_xact(url)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after}
+
+
+# ----------------------------------------------------------------------------- processes
+def spawn_context() -> Any:
+    return mp.get_context("spawn")
+
+
+@dataclass
+class Crew:
+    """K worker processes that have reported ready and wait for ``go``."""
+
+    processes: list[Any]
+    pipes: list[Any]
+    go: Any
+    stop: Any
+    ready: list[dict[str, Any]]
+
+    def release(self) -> float:
+        t0 = time.perf_counter()
+        self.go.set()
+        return t0
+
+    def finish(self, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """Tell every worker to stop; collect their reports; kill any straggler."""
+        self.stop.set()
+        reports: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        for pipe in self.pipes:
+            left = max(0.1, deadline - time.monotonic())
+            if pipe.poll(left):
+                try:
+                    reports.append(pipe.recv())
+                except EOFError:
+                    reports.append({"error": "worker exited without a report"})
+            else:
+                reports.append({"error": "no report before the deadline"})
+        terminate(self.processes)
+        return reports
+
+
+def start_crew(
+    target: Callable[..., None], args_for: Sequence[tuple[Any, ...]], timeout: float = 60.0
+) -> Crew:
+    """Start one process per ``args_for`` entry: ``target(pipe, go, stop, *args)``.
+
+    Each must send one ``{"event": "ready", ...}`` dict once it has imported, connected and
+    built what it needs, then wait for ``go``; after ``stop`` it sends one report dict.
+    """
+    ctx = spawn_context()
+    go, stop = ctx.Event(), ctx.Event()
+    processes, pipes = [], []
+    for args in args_for:
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=target, args=(child, go, stop, *args), daemon=True)
+        p.start()
+        child.close()
+        processes.append(p)
+        pipes.append(parent)
+    ready = []
+    deadline = time.monotonic() + timeout
+    for pipe, p in zip(pipes, processes, strict=True):
+        if not pipe.poll(max(0.1, deadline - time.monotonic())):
+            terminate(processes)
+            raise RuntimeError(f"worker {p.pid} did not report ready within {timeout:.0f}s")
+        msg = pipe.recv()
+        if msg.get("event") != "ready":
+            terminate(processes)
+            raise RuntimeError(f"worker {p.pid} failed to start: {msg}")
+        ready.append(msg)
+    return Crew(processes, pipes, go, stop, ready)
+
+
+def terminate(processes: Sequence[Any], grace: float = 5.0) -> None:
+    """Join, then SIGTERM, then SIGKILL — each process by its own handle."""
+    deadline = time.monotonic() + grace
+    for p in processes:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(grace)
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+def rss_kb(pid: int | None = None) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process, in kB, from /proc."""
+    path = f"/proc/{pid or 'self'}/status"
+    out: dict[str, int] = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    key, value = line.split(":", 1)
+                    out[key] = int(value.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def wait_until_empty(
+    url: str, expected: int, timeout: float, every: float = 0.05, where: str = ""
+) -> tuple[float, int, int]:
+    """Poll ``count(*)`` every ``every`` s until 0; returns (t1 perf_counter, rows left, polls)."""
+    conn = raw_connect(url)
+    polls = 0
+    left = expected
+    deadline = time.perf_counter() + timeout
+    try:
+        while True:
+            left = count_rows(conn, where)
+            polls += 1
+            now = time.perf_counter()
+            if left == 0 or now > deadline:
+                return now, left, polls
+            time.sleep(every)
+    finally:
+        conn.close()
+
+
+# ----------------------------------------------------------------------------- statistics
+def median(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile (p in 0..100)."""
+    vals = sorted(values)
+    if not vals:
+        return None
+    k = max(0, min(len(vals) - 1, int(-(-p * len(vals) // 100)) - 1))
+    return vals[k]
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b in (None, 0):
+        return None
+    return a / b
+
+
+# ----------------------------------------------------------------------------- environment
+def loadavg() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def _version(module: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(module)
+    except Exception:
+        return None
+
+
+def server_versions(dbs: Sequence[str]) -> dict[str, str]:
+    from testsupport import server_url
+
+    out: dict[str, str] = {}
+    for d in dbs:
+        if d == "sqlite":
+            import sqlite3
+
+            out["sqlite"] = sqlite3.sqlite_version
+            continue
+        try:
+            eng = sa.create_engine(server_url(d), poolclass=sa.NullPool)
+            with eng.connect() as c:
+                out[d] = str(c.exec_driver_sql("SELECT version()").scalar())
+            eng.dispose()
+        except Exception as exc:  # pragma: no cover - reported, not fatal
+            out[d] = f"unavailable: {exc}"
+    return out
+
+
+def environment(dbs: Sequence[str]) -> dict[str, Any]:
+    mem_kb = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "ram_gib": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "sqlalchemy": sa.__version__,
+        "psycopg": _version("psycopg"),
+        "pymysql": _version("PyMySQL"),
+        "ekbatan_distributed_jobs": _version("ekbatan-distributed-jobs"),
+        "git": _git_head(),
+        "servers": server_versions(dbs),
+        "loadavg": loadavg(),
+    }
+
+
+def _git_head() -> str | None:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        ).stdout.strip()
+    except Exception:
+        return None
+
+
+# ----------------------------------------------------------------------------- results
+def write_result(settings: Settings, name: str, payload: dict[str, Any]) -> Path:
+    settings.out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": name,
+        "mode": settings.mode,
+        "command": settings.command,
+        "finished": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        **payload,
+    }
+    path = settings.out / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=1, default=str))
+    return path
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)

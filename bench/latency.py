@@ -1,0 +1,170 @@
+"""Latency on an idle system: from an execution's due time to the start of its handler.
+
+One scheduler process (threads 10) starts on an empty table and idles for 1 s. Then 50 tasks
+are scheduled one call each, task *i* due at ``t + 2 s + i × spacing`` (they come due one
+at a time with nothing else in the table); each handler records ``time.time() − due``.
+Sources of the scheduling call:
+
+* ``self`` — through the scheduler itself (the due times are known to its process: a local
+  timer for the earliest known due time can wake it);
+* ``other`` — through a ``SchedulerClient`` in another process (the harness): the scheduler
+  learns of them only from the database (on PostgreSQL from a ``NOTIFY`` hint, else from
+  its next poll);
+* ``now`` — another process schedules a task due immediately (once every ``spacing`` s):
+  latency from the scheduling call to the start.
+
+Cases: PostgreSQL, each polling strategy × polling interval (the default 10 s and 1 s) ×
+source; MariaDB (both strategies) and SQLite (fetch) at the default interval, ``self`` and
+``other``. Baseline in the same run: pgqueuer's latency measured the same way (its worker
+sleeps until the next ``execute_after`` and listens for NOTIFY).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from bench import peers
+from bench.common import (
+    Settings,
+    create_scheduler_table,
+    log,
+    percentile,
+    scratch_database,
+    start_crew,
+    truncate,
+    wait_until_empty,
+    write_result,
+)
+from bench.worker import scheduler_worker
+
+
+def cases(settings: Settings, dialect: str) -> list[dict[str, Any]]:
+    if settings.smoke:
+        if dialect == "postgres":
+            return [
+                {"strategy": "fetch", "polling": 10, "source": "self"},
+                {"strategy": "lock_and_fetch", "polling": 10, "source": "now"},
+            ]
+        return [{"strategy": "fetch", "polling": 10, "source": "self"}]
+    out = []
+    if dialect == "postgres":
+        for strategy in ("fetch", "lock_and_fetch"):
+            for polling in (10, 1):
+                for source in ("self", "other"):
+                    out.append({"strategy": strategy, "polling": polling, "source": source})
+            out.append({"strategy": strategy, "polling": 10, "source": "now"})
+    else:
+        strategies = ("fetch", "lock_and_fetch") if dialect == "mariadb" else ("fetch",)
+        for strategy in strategies:
+            for source in ("self", "other"):
+                out.append({"strategy": strategy, "polling": 10, "source": source})
+    return out
+
+
+def run_case(
+    url: str, case: dict[str, Any], tasks: int, spacing: float, first_due: float, idle_first: float
+) -> dict[str, Any]:
+    from ekbatan.distributed_jobs.scheduler import SchedulerClient, Tasks
+
+    truncate(url)
+    opts = {
+        "strategy": case["strategy"],
+        "polling": case["polling"],
+        "threads": 10,
+        "body": "record",
+        "mode": "latency_local" if case["source"] == "self" else "run",
+        "tasks": tasks,
+        "spacing": spacing,
+        "first_due": first_due,
+        "idle_first": idle_first,
+        "name": "bench-latency",
+    }
+    crew = start_crew(scheduler_worker, [(url, opts)])
+    crew.release()
+    began = time.time()
+    last_due = began + idle_first + first_due + tasks * spacing
+    if case["source"] in ("other", "now"):
+        engine = (
+            sa.create_engine(url, poolclass=sa.NullPool)
+            if not url.startswith("sqlite")
+            else sa.create_engine(url)
+        )
+        task = Tasks.one_time("bench", dict).execute(lambda i, c: None)
+        client = SchedulerClient(engine, [task])
+        time.sleep(idle_first)
+        start = time.time()
+        for i in range(tasks):
+            if case["source"] == "other":
+                due = start + first_due + i * spacing
+            else:
+                time.sleep(max(0.0, start + i * spacing - time.time()))
+                due = time.time()
+            client.schedule(task.instance(f"o{i}", {"due": due}), datetime.fromtimestamp(due, UTC))
+        last_due = time.time() if case["source"] == "now" else start + first_due + tasks * spacing
+        engine.dispose()
+    time.sleep(max(0.0, last_due - time.time()))
+    _, left, _ = wait_until_empty(url, tasks, timeout=case["polling"] * 1.5 + 10)
+    reports = crew.finish()
+    report = reports[0]
+    samples = [s[1] for s in report.get("samples", [])]
+    return {
+        **case,
+        "n": len(samples),
+        "expected": tasks,
+        "left": left,
+        "p50_ms": _ms(percentile(samples, 50)),
+        "p95_ms": _ms(percentile(samples, 95)),
+        "min_ms": _ms(min(samples) if samples else None),
+        "max_ms": _ms(max(samples) if samples else None),
+        "error": report.get("error"),
+    }
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(x * 1000, 2)
+
+
+def run(settings: Settings) -> dict[str, Any]:
+    tasks = settings.size(50, 20, 4)
+    spacing = 0.25 if not settings.smoke else 0.1
+    first_due = 2.0 if not settings.smoke else 0.5
+    idle_first = 1.0 if not settings.smoke else 0.3
+    results: dict[str, Any] = {
+        "tasks": tasks,
+        "spacing_s": spacing,
+        "first_due_s": first_due,
+        "dialects": {},
+    }
+    for dialect in ("postgres", "mariadb", "sqlite"):
+        if not settings.wants(dialect):
+            continue
+        rows = []
+        with scratch_database(dialect) as db:
+            create_scheduler_table(db.url)
+            for case in cases(settings, dialect):
+                out = run_case(db.url, case, tasks, spacing, first_due, idle_first)
+                rows.append(out)
+                log(
+                    f"latency {dialect} {case['strategy']} polling {case['polling']}s source {case['source']}: "
+                    f"p50 {out['p50_ms']} ms, p95 {out['p95_ms']} ms (n={out['n']})"
+                )
+        results["dialects"][dialect] = rows
+    if settings.wants("postgres") and not settings.smoke:
+        results["pgqueuer"] = peers.latency(settings, tasks, spacing)
+        log(f"latency pgqueuer: {results['pgqueuer']}")
+    elif settings.wants("postgres"):
+        # smoke: the command only (no peer process during the test suite unless its venv exists)
+        results["pgqueuer"] = (
+            peers.latency(settings, tasks, spacing)
+            if peers.venv_ready(settings)
+            else {
+                "status": "unavailable",
+                "command": peers.latency_command(settings, "pgqueuer", tasks, spacing),
+            }
+        )
+    write_result(settings, "latency", results)
+    return results

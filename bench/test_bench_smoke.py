@@ -1,0 +1,154 @@
+"""Every benchmark in smoke mode (tiny sizes, 1 repeat), so the harness cannot rot.
+
+Asserts only that each benchmark runs and writes well-formed results — never a speed. The
+benchmarks run concurrently (each in its own scratch databases) to keep the whole module
+within a few tens of seconds. The peers are never installed here: with ``bench/.venv-peers``
+present their smoke runs for real, otherwise only the commands are checked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bench import peers
+from bench.__main__ import BENCHMARKS, main, parse
+from bench.common import Settings
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def smoke(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[tuple[Path, Settings]]:
+    import importlib
+
+    out = tmp_path_factory.mktemp("bench-out")
+    chosen = [d for d in pytestconfig.getoption("--db").split(",") if d in ("postgres", "mariadb", "sqlite")]
+    settings = Settings(
+        smoke=True, dbs=tuple(chosen), repeats=1, out=out, command="pytest smoke", allow_peer_install=False
+    )
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {
+            name: pool.submit(importlib.import_module(f"bench.{name}").run, settings) for name in BENCHMARKS
+        }
+        errors = {name: f.exception() for name, f in futures.items()}
+    failed = {k: v for k, v in errors.items() if v is not None}
+    assert not failed, failed
+    yield out, settings
+
+
+def _load(out: Path, name: str) -> dict:
+    data = json.loads((out / f"{name}.json").read_text())
+    assert data["benchmark"] == name
+    assert data["mode"] == "smoke"
+    return data
+
+
+def _positive(x: object) -> bool:
+    return isinstance(x, int | float) and x > 0
+
+
+def test_limits_measure_every_workload(smoke):
+    out, settings = smoke
+    data = _load(out, "limits")
+    for dialect in ("postgres", "mariadb"):
+        if dialect in settings.dbs:
+            rows = data["dialects"][dialect]
+            assert rows and all(_positive(r["exec_per_s"]) and not r["runs"][0]["errors"] for r in rows)
+
+
+def test_throughput_drains_every_row(smoke):
+    out, _settings = smoke
+    data = _load(out, "throughput")
+    for dialect, rows in data["dialects"].items():
+        for row in rows:
+            assert row["complete"], row
+            assert _positive(row["exec_per_s"])
+            if dialect == "postgres":
+                assert _positive(row["xacts_per_exec"]) and _positive(row["exec_per_xact"])
+
+
+def test_peers_commands_or_runs(smoke):
+    out, settings = smoke
+    data = _load(out, "peers")
+    if "postgres" not in settings.dbs:
+        return
+    planned = peers.plan(settings)
+    assert {p for p, _, _ in planned} == {"pgqueuer", "procrastinate"}
+    for _, procs, cmd in planned:
+        assert cmd[1].endswith("peer_runner.py") and "--procs" in cmd and str(procs) in cmd
+    if peers.venv_ready(settings):
+        assert data["status"] == "ok"
+        assert all(_positive(r["exec_per_s"]) for r in data["rows"]), data["rows"]
+    else:
+        assert data["status"].startswith("unavailable")
+        assert len(data["commands"]) == len(planned)
+
+
+def test_latency_records_every_task(smoke):
+    out, settings = smoke
+    data = _load(out, "latency")
+    assert set(data["dialects"]) == set(settings.dbs)
+    for rows in data["dialects"].values():
+        for row in rows:
+            assert row["n"] == row["expected"] and row["left"] == 0, row
+            assert row["p95_ms"] is not None and row["p95_ms"] >= row["p50_ms"]
+    if "postgres" in settings.dbs:
+        assert "command" in data["pgqueuer"]
+
+
+def test_scale_compares_table_sizes(smoke):
+    out, _settings = smoke
+    data = _load(out, "scale")
+    for per in data["dialects"].values():
+        assert len(per["sizes"]) == 2
+        assert all(_positive(v) for v in per["ratios"].values()), per["ratios"]
+        assert per["burst"]["left"] == 0
+
+
+def test_footprint_counts_idle_statements_and_rss(smoke):
+    out, _settings = smoke
+    data = _load(out, "footprint")
+    for dialect, per in data["dialects"].items():
+        assert per["idle"]["statements"] >= 1
+        assert _positive(per["idle"]["rss_mb"]) and _positive(per["bare"]["rss_mb"])
+        if dialect != "sqlite":
+            assert _positive(per["load"]["rss_peak_mb"])
+
+
+def test_bulk_measures_engine_and_driver(smoke):
+    out, _settings = smoke
+    data = _load(out, "bulk")
+    for row in data["dialects"].values():
+        assert _positive(row["schedule_batch"]["per_s"]) and _positive(row["raw_multirow"]["per_s"])
+
+
+def test_profile_runs_or_says_why_not(smoke):
+    out, _settings = smoke
+    data = _load(out, "profile")
+    if data["status"] == "ok":
+        run = data["runs"][0]
+        assert run["samples"] >= 0 and isinstance(run["layers_pct"], dict)
+    else:
+        assert data["status"].startswith(("unavailable", "skipped"))
+
+
+def test_report_writes_results_markdown(smoke):
+    out, _settings = smoke
+    target = out / "RESULTS.md"
+    assert main(["--report-only", "--out", str(out), "--results", str(target)]) == 0
+    text = target.read_text()
+    assert "## Goals (issue 7)" in text and "## 2. Throughput" in text
+
+
+def test_command_line_parsing():
+    chosen, settings, _ = parse(["throughput", "--db", "postgres", "--quick"])
+    assert chosen == ["throughput"] and settings.dbs == ("postgres",) and settings.quick
+    with pytest.raises(SystemExit):
+        parse(["no-such-benchmark"])

@@ -1,0 +1,162 @@
+"""Throughput: N trivial one-time executions due at once, drained by K scheduler processes.
+
+Method (the peers harness of spec/peers-benchmark.md, applied to the engine):
+
+1. empty ``scheduled_tasks``, insert N due rows server-side, ``VACUUM ANALYZE``;
+2. start K scheduler processes (spawn); each imports, builds its scheduler, opens its pool
+   and reports ready, then blocks on an Event;
+3. t0 = set the Event; every process starts its scheduler; the parent polls ``count(*)``
+   every 50 ms and t1 is when it reaches 0: executions/s = N / (t1 − t0);
+4. stop the processes (each reports what it ran and its peak RSS);
+5. on PostgreSQL, transactions per execution from ``pg_stat_database`` (``xact_commit`` and
+   ``xact_rollback`` deltas over the whole run, less the harness's own count queries).
+
+Matrix: polling strategy (fetch, lock-and-fetch) × threads (10, 50) × processes (1, 4),
+batched completions (default) and strict mode (``batch_completions(False)``, one commit per
+execution — db-scheduler's write pattern); median of ``repeats`` runs, the runs of all
+configurations interleaved so that machine noise spreads over all of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.common import (
+    Settings,
+    analyze,
+    create_scheduler_table,
+    delta,
+    dialect_of,
+    load_rows,
+    log,
+    median,
+    pg_xact,
+    pg_xact_settled,
+    scratch_database,
+    start_crew,
+    truncate,
+    wait_until_empty,
+    write_result,
+)
+from bench.worker import scheduler_worker
+
+
+def config_label(cfg: dict[str, Any]) -> str:
+    strategy = "lock-and-fetch" if cfg["strategy"] == "lock_and_fetch" else "fetch"
+    mode = "strict" if cfg.get("strict") else "batched"
+    return f"{strategy}, {mode}, threads {cfg['threads']}, {cfg['procs']} proc"
+
+
+def matrix(settings: Settings, dialect: str) -> list[dict[str, Any]]:
+    if settings.smoke:
+        if dialect == "postgres":
+            return [
+                {"strategy": "fetch", "threads": 10, "procs": 1, "strict": False},
+                {"strategy": "lock_and_fetch", "threads": 10, "procs": 2, "strict": True},
+            ]
+        return [{"strategy": "lock_and_fetch", "threads": 10, "procs": 1, "strict": False}]
+    configs = []
+    procs_list = (1, 4)
+    for strategy in ("fetch", "lock_and_fetch"):
+        for threads in (10, 50):
+            for procs in procs_list:
+                configs.append({"strategy": strategy, "threads": threads, "procs": procs, "strict": False})
+    for strategy in ("fetch", "lock_and_fetch"):
+        for procs in procs_list:
+            configs.append({"strategy": strategy, "threads": 10, "procs": procs, "strict": True})
+    if settings.quick or dialect != "postgres":
+        # MariaDB: threads 10 only (the full matrix runs on PostgreSQL, where the goals are)
+        configs = [c for c in configs if c["threads"] == 10]
+    return configs
+
+
+def run_once(
+    url: str, n: int, cfg: dict[str, Any], timeout: float | None = None, reset: bool = True
+) -> dict[str, Any]:
+    """One drain of ``n`` due rows by ``cfg['procs']`` scheduler processes.
+
+    ``reset=False`` keeps the rows already in the table (the scale benchmark's future rows)
+    and counts only the due ones down.
+    """
+    kind = dialect_of(url)
+    if reset:
+        truncate(url)
+    load_s = load_rows(url, n, prefix="t")
+    analyze(url)
+    base_opts = {k: v for k, v in cfg.items() if k not in ("procs",)}
+    args = [(url, {**base_opts, "name": f"bench-{i}"}) for i in range(cfg["procs"])]
+    crew = start_crew(scheduler_worker, args)
+    before = pg_xact(url) if kind == "postgres" else None
+    t0 = crew.release()
+    due = " WHERE execution_time <= " + ("now()" if kind == "postgres" else "UTC_TIMESTAMP(6)")
+    t1, left, polls = wait_until_empty(url, n, timeout or max(60.0, n / 100), where=due)
+    elapsed = t1 - t0
+    reports = crew.finish()
+    result: dict[str, Any] = {
+        "executions": n - left,
+        "left": left,
+        "seconds": round(elapsed, 3),
+        "exec_per_s": round((n - left) / elapsed, 1) if elapsed > 0 else None,
+        "load_s": round(load_s, 3),
+        "executed_per_proc": [r.get("executed") for r in reports],
+        "rss_peak_kb": [r.get("rss_kb", {}).get("VmHWM") for r in reports],
+        "errors": [r["error"] for r in reports if "error" in r],
+    }
+    if before is not None:
+        after = pg_xact_settled(url)
+        d = delta(after, before)
+        # the harness's own transactions: one per count(*) poll, one per counter read
+        harness = polls + 1 + 2
+        commits = max(0, d["xact_commit"] - harness)
+        rollbacks = d["xact_rollback"]
+        executed = max(1, n - left)
+        result.update(
+            {
+                "xact_commit": commits,
+                "xact_rollback": rollbacks,
+                "commits_per_exec": round(commits / executed, 4),
+                "xacts_per_exec": round((commits + rollbacks) / executed, 4),
+                "exec_per_xact": round(executed / max(1, commits + rollbacks), 3),
+                "tup_deleted": d["tup_deleted"],
+                "tup_updated": d["tup_updated"],
+            }
+        )
+    return result
+
+
+def summarize(cfg: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    row = {**cfg, "label": config_label(cfg), "runs": runs}
+    row["exec_per_s"] = median([r["exec_per_s"] for r in runs])
+    for key in ("commits_per_exec", "xacts_per_exec", "exec_per_xact"):
+        vals = [r[key] for r in runs if key in r]
+        if vals:
+            row[key] = median(vals)
+    peaks = [max(p for p in r["rss_peak_kb"] if p) for r in runs if any(r["rss_peak_kb"])]
+    row["rss_peak_mb"] = round(max(peaks) / 1024, 1) if peaks else None
+    row["complete"] = all(r["left"] == 0 and not r["errors"] for r in runs)
+    return row
+
+
+def run(settings: Settings) -> dict[str, Any]:
+    n = settings.size(20_000, 5_000, 200)
+    repeats = 1 if settings.smoke else settings.repeats
+    results: dict[str, Any] = {"executions": n, "repeats": repeats, "dialects": {}}
+    for dialect in ("postgres", "mariadb"):
+        if not settings.wants(dialect):
+            continue
+        configs = matrix(settings, dialect)
+        runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(configs))}
+        with scratch_database(dialect) as db:
+            create_scheduler_table(db.url)
+            for r in range(repeats):
+                for i, cfg in enumerate(configs):
+                    out = run_once(db.url, n, cfg)
+                    runs[i].append(out)
+                    log(
+                        f"throughput {dialect} [{config_label(cfg)}] run {r + 1}/{repeats}: "
+                        f"{out['exec_per_s']}/s"
+                        + (f", {out.get('xacts_per_exec')} xact/exec" if "xacts_per_exec" in out else "")
+                    )
+        results["dialects"][dialect] = [summarize(cfg, runs[i]) for i, cfg in enumerate(configs)]
+    write_result(settings, "throughput", results)
+    return results

@@ -1,0 +1,135 @@
+"""One scheduler in a worker process: what throughput, latency, scale and footprint start.
+
+``scheduler_worker(pipe, go, stop, url, opts)`` runs in a spawned process. It imports the
+engine, builds the scheduler, opens its connections and reports ``ready``; on ``go`` it
+starts the scheduler (and, in the ``latency_local`` mode, schedules tasks through it); on
+``stop`` it stops the scheduler and sends one report.
+
+``opts`` (all optional):
+
+* ``name`` — scheduler name; ``threads`` (10); ``strategy`` — ``fetch`` | ``lock_and_fetch``;
+  ``strict`` — ``batch_completions(False)``; ``polling`` — seconds (10); ``listen`` — PG
+  LISTEN/NOTIFY wake-ups (True); ``pool_size`` — connections (``min(threads + 2, 16)``);
+* ``body`` — ``noop`` (default) or ``record`` (the task data holds ``{"due": epoch}``; the
+  body records ``time.time() - due``);
+* ``count_statements`` — count every statement the engine sends through SQLAlchemy;
+* ``mode`` — ``run`` (default) or ``latency_local``: after ``go`` and ``idle_first`` seconds,
+  schedule ``tasks`` instances through this scheduler, instance *i* due at
+  ``first_due + i * spacing`` seconds after scheduling began.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+
+def build_scheduler(
+    engine: Any, opts: dict[str, Any], samples: list[tuple[str, float]], executed: Any
+) -> Any:
+    from ekbatan.distributed_jobs.scheduler import Scheduler, Tasks
+
+    if opts.get("body", "noop") == "record":
+
+        def body(instance: Any, ctx: Any) -> None:
+            started = time.time()
+            next(executed)
+            samples.append((instance.id, started - float(instance.data["due"])))
+
+        task = Tasks.one_time("bench", dict).execute(body)
+    else:
+
+        def body(instance: Any, ctx: Any) -> None:
+            next(executed)
+
+        task = Tasks.one_time("bench").execute(body)
+
+    builder = (
+        Scheduler.create(engine, task)
+        .threads(int(opts.get("threads", 10)))
+        .polling_interval(timedelta(seconds=float(opts.get("polling", 10))))
+        .scheduler_name(str(opts.get("name", "bench")))
+        .shutdown_max_wait(timedelta(seconds=float(opts.get("shutdown_max_wait", 10))))
+        .batch_completions(not opts.get("strict", False))
+        .listen_for_notifications(bool(opts.get("listen", True)))
+    )
+    if opts.get("strategy", "fetch") == "lock_and_fetch":
+        builder = builder.poll_using_lock_and_fetch()
+    else:
+        builder = builder.poll_using_fetch()
+    return builder.build(), task
+
+
+def scheduler_worker(pipe: Any, go: Any, stop: Any, url: str, opts: dict[str, Any]) -> None:
+    import sqlalchemy as sa
+    from sqlalchemy import event
+
+    from bench.common import rss_kb
+
+    threads = int(opts.get("threads", 10))
+    pool_size = int(opts.get("pool_size") or min(threads + 2, 16))
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url)
+    else:
+        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=0)
+    statements = itertools.count()
+    statement_count = [0]
+    if opts.get("count_statements"):
+
+        def counted(*_args: Any) -> None:
+            next(statements)
+
+        event.listen(engine, "before_cursor_execute", counted)
+    samples: list[tuple[str, float]] = []
+    executed = itertools.count()
+    try:
+        scheduler, task = build_scheduler(engine, opts, samples, executed)
+        # open the pool's connections now: start-up is not what is measured
+        if not url.startswith("sqlite"):
+            held = [engine.connect() for _ in range(pool_size if opts.get("warm_pool", True) else 1)]
+            for c in held:
+                c.close()
+        else:
+            with engine.connect():
+                pass
+    except BaseException as exc:
+        pipe.send({"event": "error", "error": f"{type(exc).__name__}: {exc}"})
+        raise
+    pipe.send({"event": "ready", "rss_kb": rss_kb()})
+    go.wait()
+    started = time.perf_counter()
+    scheduler.start()
+    scheduled_self = 0
+    if opts.get("mode") == "latency_local":
+        stop.wait(float(opts.get("idle_first", 1.0)))
+        n = int(opts.get("tasks", 50))
+        spacing = float(opts.get("spacing", 0.5))
+        first = float(opts.get("first_due", 2.0))
+        began = time.time()
+        for i in range(n):
+            due = began + first + i * spacing
+            when = datetime.fromtimestamp(due, UTC)
+            scheduler.schedule(task.instance(f"l{i}", {"due": due}), when)
+            scheduled_self += 1
+    stop.wait()
+    statement_count[0] = next(statements)
+    rss_before_stop = rss_kb()
+    stopped_at = time.perf_counter()
+    scheduler.stop()
+    engine.dispose()
+    pipe.send(
+        {
+            "event": "report",
+            "executed": next(executed),
+            "samples": samples,
+            "statements": statement_count[0],
+            "running_s": stopped_at - started,
+            "rss_kb": rss_before_stop,
+            "threads_alive": threading.active_count(),
+            "scheduled_self": scheduled_self,
+        }
+    )
+    pipe.close()
