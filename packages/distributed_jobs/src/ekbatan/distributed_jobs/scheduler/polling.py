@@ -195,6 +195,11 @@ class LockAndFetchStrategy:
             self.trigger()
 
 
+#: after a wake-up hint given from inside a commit (before it lands), poll again this long
+#: after each following poll, in turn: a commit may take longer than the hint's head start
+COMMIT_RECHECKS = (0.05, 0.25, 1.0)
+
+
 class PollLoop:
     """The poller thread: run the strategy, then sleep until the polling interval ends, the
     earliest known due time arrives, or someone triggers an early poll."""
@@ -217,6 +222,11 @@ class PollLoop:
         self.interval = polling_interval.total_seconds()
         self.waiter = waiter
         self._thread: threading.Thread | None = None
+        self._rechecks: list[float] = []
+
+    def recheck_soon(self) -> None:
+        """Something due now is being committed: poll a few more times shortly."""
+        self._rechecks = list(COMMIT_RECHECKS)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ekbatan-poller", daemon=True)
@@ -233,6 +243,8 @@ class PollLoop:
                 except Exception:
                     log.exception("polling for due executions failed")
                     self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+                if self._rechecks:
+                    wait = min(wait, self._rechecks.pop(0))
             if self.state.is_shutting_down:
                 break
             self.waiter.wait(wait)  # type: ignore[attr-defined]

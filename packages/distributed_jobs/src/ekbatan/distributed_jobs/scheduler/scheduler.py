@@ -395,6 +395,8 @@ class Scheduler(SchedulerClient):
             if margin <= 0:
                 self.waiter.wake_or_skip_next_wait()
                 return
+            if self._poller is not None:
+                self._poller.recheck_soon()  # the commit may land only after the first poll
         delay = max(delay, margin)
         if delay < self.polling_interval.total_seconds():
             # A local timer for the earliest due time we know of, instead of a whole interval.
