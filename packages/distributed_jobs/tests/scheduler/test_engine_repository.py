@@ -388,3 +388,68 @@ def test_group_commit_remover_reports_each_rows_own_outcome(engine):
     assert {k for k, v in outcomes.items() if v == "stale"} == stale
     assert sum(v == "removed" for v in outcomes.values()) == 38
     assert {e.instance_id for e in r.get_scheduled_executions(ScheduledExecutionsFilter.all())} == stale
+
+
+def test_deadlocked_writes_are_retried_and_others_are_not():
+    from sqlalchemy.exc import OperationalError
+
+    from ekbatan.distributed_jobs.scheduler.repository import with_retries
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise OperationalError("DELETE …", {}, Deadlock("deadlock detected"))
+        return "written"
+
+    assert with_retries(flaky) == "written"
+    assert len(attempts) == 3
+
+    class Broken(Exception):
+        sqlstate = "42P01"
+
+    def broken():
+        attempts.append(1)
+        raise OperationalError("DELETE …", {}, Broken("relation does not exist"))
+
+    attempts.clear()
+    with pytest.raises(OperationalError):
+        with_retries(broken)
+    assert len(attempts) == 1, "only concurrency failures are retried"
+
+
+@pytest.mark.dialects("postgres", "mariadb")
+def test_a_real_deadlock_is_classified_as_transient(database, dialect):
+    import threading
+
+    from sqlalchemy.exc import DBAPIError
+
+    from ekbatan.distributed_jobs.scheduler.repository import is_transient
+
+    engine = database.engine()
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE d (id INT PRIMARY KEY, v INT)")
+        conn.exec_driver_sql("INSERT INTO d VALUES (1, 0), (2, 0)")
+    errors = []
+    barrier = threading.Barrier(2)
+
+    def cross(first, second):
+        try:
+            with engine.begin() as conn:
+                conn.exec_driver_sql(f"UPDATE d SET v = v + 1 WHERE id = {first}")
+                barrier.wait(5)
+                conn.exec_driver_sql(f"UPDATE d SET v = v + 1 WHERE id = {second}")
+        except DBAPIError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=cross, args=(1, 2)), threading.Thread(target=cross, args=(2, 1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(errors) == 1, "the database picks one deadlock victim"
+    assert is_transient(errors[0])

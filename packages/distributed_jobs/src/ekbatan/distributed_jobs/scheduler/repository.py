@@ -9,13 +9,14 @@ the application clock, bound through the dialect's encoding.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect
 from ekbatan.distributed_jobs.scheduler.errors import (
@@ -30,6 +31,8 @@ from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.wakeups import encode_due
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 COLUMNS = (
     "task_name, task_instance, task_data, execution_time, picked, picked_by, last_success, "
@@ -68,6 +71,35 @@ class NewExecution:
         self.execution_time = execution_time
         self.raw_data = raw_data
         self.priority = priority
+
+
+#: attempts for the engine's own writes that lose to a deadlock or a busy lock
+WRITE_ATTEMPTS = 3
+
+
+def is_transient(error: BaseException) -> bool:
+    """A write the database rolled back for reasons of concurrency, safe to try again."""
+    orig = getattr(error, "orig", None)
+    if getattr(orig, "sqlstate", None) in ("40P01", "40001"):  # PostgreSQL deadlock, serialization
+        return True
+    code = orig.args[0] if orig is not None and getattr(orig, "args", None) else None
+    if code in (1213, 1205):  # MySQL/MariaDB deadlock, lock wait timeout
+        return True
+    return "database is locked" in str(orig)  # SQLite busy beyond busy_timeout
+
+
+def with_retries(write: Callable[[], T]) -> T:
+    """Run ``write``; when the database rolled it back for a deadlock, run it again (the
+    rollback undid it entirely, so this cannot apply it twice)."""
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            return write()
+        except DBAPIError as exc:
+            if attempt == WRITE_ATTEMPTS or not is_transient(exc):
+                raise
+            log.info("write rolled back by the database (%s); retrying", exc.orig)
+            time.sleep(0.005 * attempt)
+    raise AssertionError("unreachable")
 
 
 def as_connection(connection: ConnectionLike) -> sa.Connection:
@@ -474,6 +506,9 @@ class TaskRepository:
 
     def remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         """Delete each execution at its version in one transaction; return the keys deleted."""
+        return with_retries(lambda: self._remove_many(executions))
+
+    def _remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         if len(executions) == 1:
             e = executions[0]
             with self._one() as conn:
@@ -527,10 +562,15 @@ class TaskRepository:
         if new_data is not _KEEP:
             sql = self._sql_reschedule_data
             params["task_data"] = new_data
-        with self._tx(connection, single=not notify) as conn:
-            count = conn.execute(sql, params).rowcount
-            if notify and count == 1:
-                self._notify(conn, next_time)
+
+        def update() -> int:
+            with self._tx(connection, single=not notify) as conn:
+                updated = conn.execute(sql, params).rowcount
+                if notify and updated == 1:
+                    self._notify(conn, next_time)
+            return updated
+
+        count = update() if connection is not None else with_retries(update)
         if count != 1:
             raise ExecutionError(
                 f"expected to reschedule 1 row, updated {count}; another writer changed it first",
