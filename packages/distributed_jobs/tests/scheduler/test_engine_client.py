@@ -469,3 +469,36 @@ def test_running_scheduler_learns_of_a_transactional_schedule_at_commit(engine, 
             assert recorder.scheduled == []
             assert scheduler.get_scheduled_executions() == []
     assert [c.execution.instance_id for c in recorder.successes()] == (["1"] if outcome == "commit" else [])
+
+
+def test_a_commit_slower_than_the_wake_up_hint_still_runs_promptly(engine, built, dialect):
+    """The hint is given from inside the commit, before it lands; a commit that takes longer
+    than the hint's head start must not leave the execution waiting for the next poll."""
+    recorder = EventRecorder()
+    task = Tasks.one_time("slow-commit").execute(noop)
+    scheduler = (
+        Scheduler.create(engine, task)
+        .polling_interval(timedelta(minutes=1))
+        .scheduler_name("tx")
+        .listen_for_notifications(False)
+        .add_listener(recorder)
+        .build()
+    )
+    built.append(scheduler)
+
+    def slow_commit(conn) -> None:
+        time.sleep(0.1)  # runs after the engine's own commit hook, before the database commits
+
+    with scheduler:
+        wait_until(lambda: recorder.count(SchedulerEventType.RAN_EXECUTE_DUE) >= 1, 5, message="first poll")
+        with engine.connect() as conn:
+            conn.begin()
+            scheduler.schedule(task.instance("1"), connection=conn)
+            sa.event.listen(engine, "commit", slow_commit)
+            try:
+                conn.commit()
+            finally:
+                sa.event.remove(engine, "commit", slow_commit)
+            committed = time.monotonic()
+        wait_until(lambda: recorder.completed, 3, message="execution after a slow commit")
+        assert time.monotonic() - committed < 1.5
