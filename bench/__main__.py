@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -66,6 +67,12 @@ def parse(argv: list[str]) -> tuple[list[str], Settings, argparse.Namespace]:
     return list(args.benchmarks) or list(BENCHMARKS), settings, args
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    # SystemExit unwinds the benchmarks: scratch databases are dropped, and multiprocessing
+    # terminates the (daemonic) worker processes at exit.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     chosen, settings, args = parse(argv)
@@ -89,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         from bench.common import loadavg
 
         env["loadavg_end"] = loadavg()
+        from bench.common import _git_head
+
+        env["git_end"] = _git_head()  # the engine is imported afresh by every worker process
         env["benchmarks"] = chosen
         env["seconds"] = timings
         env["total_s"] = round(time.time() - started, 1)
@@ -107,4 +117,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     sys.exit(main())

@@ -543,7 +543,7 @@ def write(out: Path, target: Path, reading: str | None = None) -> None:
         f"- machine: {env.get('nproc')} vCPU ({env.get('cpu', '')}), {env.get('ram_gib')} GiB RAM, kernel {env.get('kernel')}",
         f"- load average (1/5/15 min) at start {env.get('loadavg')}, at end {env.get('loadavg_end')}",
         f"- Python {env.get('python')}, SQLAlchemy {env.get('sqlalchemy')}, psycopg {env.get('psycopg')}, PyMySQL {env.get('pymysql')}, "
-        f"engine {env.get('ekbatan_distributed_jobs')} at git {env.get('git')}",
+        f"engine {env.get('ekbatan_distributed_jobs')} at git {env.get('git')} (at the end: {env.get('git_end', '–')})",
         f"- PostgreSQL: {servers.get('postgres', '–')}",
         f"- MariaDB: {servers.get('mariadb', '–')}; SQLite {servers.get('sqlite', '–')}",
         f"- peers (bench/.venv-peers): {peers_versions or '–'}",

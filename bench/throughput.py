@@ -43,6 +43,9 @@ from bench.worker import scheduler_worker
 
 def config_label(cfg: dict[str, Any]) -> str:
     strategy = "lock-and-fetch" if cfg["strategy"] == "lock_and_fetch" else "fetch"
+    if cfg.get("fractions"):
+        lower, upper = cfg["fractions"]
+        strategy += f" ({lower:g}, {upper:g})"
     mode = "strict" if cfg.get("strict") else "batched"
     return f"{strategy}, {mode}, threads {cfg['threads']}, {cfg['procs']} proc"
 
@@ -67,6 +70,18 @@ def matrix(settings: Settings, dialect: str) -> list[dict[str, Any]]:
     if settings.quick or dialect != "postgres":
         # MariaDB: threads 10 only (the full matrix runs on PostgreSQL, where the goals are)
         configs = [c for c in configs if c["threads"] == 10]
+    # lock-and-fetch claims up to upper × threads rows per statement (default 1.0 × threads):
+    # the same 10 threads claiming up to 100 rows at a time shows what the claim size is worth
+    for procs in procs_list:
+        configs.append(
+            {
+                "strategy": "lock_and_fetch",
+                "threads": 10,
+                "procs": procs,
+                "strict": False,
+                "fractions": (0.5, 10.0),
+            }
+        )
     return configs
 
 

@@ -8,6 +8,7 @@ starts the scheduler (and, in the ``latency_local`` mode, schedules tasks throug
 ``opts`` (all optional):
 
 * ``name`` — scheduler name; ``threads`` (10); ``strategy`` — ``fetch`` | ``lock_and_fetch``;
+  ``fractions`` — (lower, upper) limit fractions of the strategy (its defaults otherwise);
   ``strict`` — ``batch_completions(False)``; ``polling`` — seconds (10); ``listen`` — PG
   LISTEN/NOTIFY wake-ups (True); ``pool_size`` — connections (``min(threads + 2, 16)``);
 * ``body`` — ``noop`` (default) or ``record`` (the task data holds ``{"due": epoch}``; the
@@ -56,10 +57,11 @@ def build_scheduler(
         .batch_completions(not opts.get("strict", False))
         .listen_for_notifications(bool(opts.get("listen", True)))
     )
+    fractions = opts.get("fractions")  # (lower, upper) of the strategy, else its defaults
     if opts.get("strategy", "fetch") == "lock_and_fetch":
-        builder = builder.poll_using_lock_and_fetch()
+        builder = builder.poll_using_lock_and_fetch(*(fractions or ()))
     else:
-        builder = builder.poll_using_fetch()
+        builder = builder.poll_using_fetch(*(fractions or ()))
     return builder.build(), task
 
 
