@@ -84,7 +84,8 @@ class NotificationListener:
                 self._connection = self._connect()
                 self.listening.set()
                 while not self._stopping.is_set():
-                    for notify in self._connection.notifies(timeout=0.5):
+                    # short, so stop() is prompt; waking costs no query
+                    for notify in self._connection.notifies(timeout=0.1):
                         due = decode_due(notify.payload)
                         if due is not None:
                             self.on_due(due)
