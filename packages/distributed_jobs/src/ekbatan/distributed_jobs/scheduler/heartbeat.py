@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 
+from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler.clock import Clock
 from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
+from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.listener import Listeners, SchedulerEventType
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.runner import ExecutionRegistry
@@ -23,20 +25,40 @@ ATTEMPTS = 3
 
 class HeartbeatUpdater:
     def __init__(
-        self, repository: TaskRepository, registry: ExecutionRegistry, clock: Clock, listeners: Listeners
+        self,
+        repository: TaskRepository,
+        registry: ExecutionRegistry,
+        clock: Clock,
+        listeners: Listeners,
+        claims: QueuedClaims | None = None,
     ) -> None:
         self.repository = repository
         self.registry = registry
         self.clock = clock
         self.listeners = listeners
+        self.claims = claims
 
     def run_once(self) -> None:
+        queued = self.claims.snapshot() if self.claims is not None else []
         running = self.registry.snapshot()
+        for token, execution in queued:
+            self._beat_queued(token, execution)
         if not running:
             return
         for currently in running:
             self._beat(currently)
         self.listeners.on_scheduler_event(SchedulerEventType.RAN_UPDATE_HEARTBEATS)
+
+    def _beat_queued(self, token: int, execution: Execution) -> None:
+        try:
+            alive = self.repository.update_heartbeat(execution, self.clock.now())
+        except Exception:
+            log.warning(
+                "heartbeat of queued claim %s failed; trying again next round", execution, exc_info=True
+            )
+            return
+        if not alive:
+            self.claims.mark_lost(token)  # type: ignore[union-attr]
 
     def _beat(self, currently: CurrentlyExecuting) -> None:
         execution = currently.execution

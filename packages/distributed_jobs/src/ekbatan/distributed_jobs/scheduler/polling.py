@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler.clock import Clock
 from ekbatan.distributed_jobs.scheduler.context import SchedulerState
 from ekbatan.distributed_jobs.scheduler.execution import Execution
@@ -163,6 +164,7 @@ class LockAndFetchStrategy:
         lower: int,
         upper: int,
         trigger: Callable[[], None],
+        claims: QueuedClaims,
     ) -> None:
         self.repository = repository
         self.runner = runner
@@ -172,6 +174,7 @@ class LockAndFetchStrategy:
         self.lower = lower
         self.upper = upper
         self.trigger = trigger
+        self.claims = claims
         self._more_in_db = False
 
     def run(self) -> PollResult:
@@ -188,7 +191,19 @@ class LockAndFetchStrategy:
         return PollResult(len(picked), self._more_in_db)
 
     def _job(self, execution: Execution) -> Callable[[], None]:
-        return lambda: self.runner.execute(execution)
+        token = self.claims.add(execution)
+
+        def job() -> None:
+            claimed = self.claims.take(token)
+            if claimed is None:
+                log.warning(
+                    "claim of %s was lost while it waited in the queue; not running it here", execution
+                )
+                self.listeners.on_candidate_event(CandidateEventType.STALE)
+                return
+            self.runner.execute(claimed)
+
+        return job
 
     def _done(self) -> None:
         if self._more_in_db and self.pool.in_queue_or_processing <= self.lower:

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler.background import RepeatingLoop
+from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
 from ekbatan.distributed_jobs.scheduler.clock import Clock, SystemClock
 from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
@@ -313,7 +314,10 @@ class Scheduler(SchedulerClient):
             failure_log_stack_trace=options._failure_log_stack_trace,
             remover=GroupCommitRemover(repository).remove if options._batch_completions else None,
         )
-        self.heartbeats = HeartbeatUpdater(repository, self.registry, self.clock, self.listeners)
+        self.queued_claims = QueuedClaims()
+        self.heartbeats = HeartbeatUpdater(
+            repository, self.registry, self.clock, self.listeners, self.queued_claims
+        )
         self.dead_executions = DeadExecutionDetector(
             repository,
             self.serializer,
@@ -439,6 +443,7 @@ class Scheduler(SchedulerClient):
                 self.lower_limit,
                 self.upper_limit,
                 self.trigger_check_for_due_executions,
+                self.queued_claims,
             )
         else:
             strategy = FetchStrategy(

@@ -1,0 +1,49 @@
+"""Rows this process has claimed (lock-and-fetch) but not started yet.
+
+They are picked in the table, so they must heartbeat like running executions: a queue that
+waits longer than the dead threshold would otherwise see its rows revived — and run — elsewhere,
+and then run them a second time here. A claim whose heartbeat finds the row changed is marked
+lost, and the worker that dequeues it skips it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from ekbatan.distributed_jobs.scheduler.execution import Execution
+
+
+class QueuedClaims:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claims: dict[int, Execution] = {}
+        self._lost: set[int] = set()
+        self._tokens = itertools.count()
+
+    def add(self, execution: Execution) -> int:
+        token = next(self._tokens)
+        with self._lock:
+            self._claims[token] = execution
+        return token
+
+    def take(self, token: int) -> Execution | None:
+        """Hand the claim to its worker; None when it was lost while queued."""
+        with self._lock:
+            execution = self._claims.pop(token, None)
+            if token in self._lost:
+                self._lost.discard(token)
+                return None
+            return execution
+
+    def snapshot(self) -> list[tuple[int, Execution]]:
+        with self._lock:
+            return list(self._claims.items())
+
+    def mark_lost(self, token: int) -> None:
+        with self._lock:
+            if token in self._claims:
+                self._lost.add(token)
+
+    def __len__(self) -> int:
+        return len(self._claims)

@@ -1,0 +1,89 @@
+"""Lock-and-fetch rows waiting in the local queue heartbeat like running ones, and a claim
+lost while queued is not run here."""
+
+from __future__ import annotations
+
+import collections
+import threading
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler import CandidateEventType, Scheduler, Tasks
+from testsupport import EventRecorder, wait_until
+
+pytestmark = pytest.mark.dialects("postgres", "mariadb", "mysql")
+
+
+def _scheduler(engine, task, recorder=None, heartbeat_ms=100):
+    builder = (
+        Scheduler.create(engine, task)
+        .threads(1)
+        .poll_using_lock_and_fetch(0.5, 4.0)  # one worker, up to four claimed rows
+        .polling_interval(timedelta(milliseconds=50))
+        .heartbeat_interval(timedelta(milliseconds=heartbeat_ms))
+        .missed_heartbeats_limit(4)
+        .shutdown_max_wait(timedelta(seconds=5))
+        .listen_for_notifications(False)
+    )
+    if recorder is not None:
+        builder.add_listener(recorder)
+    return builder.build()
+
+
+def test_queued_claims_heartbeat_so_nobody_revives_them(engine):
+    release = threading.Event()
+    runs = collections.Counter()
+
+    def handler(instance, ctx):
+        runs[instance.id] += 1
+        if instance.id == "0-blocker":
+            release.wait(10)
+
+    task = Tasks.one_time("t").execute(handler)
+    owner = _scheduler(engine, task)
+    detector = _scheduler(engine, task)  # never started: only its dead-execution pass runs
+    owner.schedule_batch([task.instance(i) for i in ("0-blocker", "1", "2", "3")])
+    with owner:
+        wait_until(lambda: runs["0-blocker"] == 1, timeout=10, message="the blocker runs")
+        assert len(owner.queued_claims) == 3, "three claimed rows wait behind the blocker"
+        # wait well past the dead threshold (4 x 100 ms), checking for dead rows meanwhile
+        deadline = threading.Event()
+        threading.Timer(1.2, deadline.set).start()
+        while not deadline.is_set():
+            detector.run_dead_execution_detection()
+            deadline.wait(0.1)
+        release.set()
+        wait_until(lambda: sum(runs.values()) == 4, timeout=10, message="all four run")
+    assert runs == {"0-blocker": 1, "1": 1, "2": 1, "3": 1}
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM scheduled_tasks")).scalar() == 0
+
+
+def test_a_claim_lost_while_queued_is_not_run_here(engine):
+    release = threading.Event()
+    runs = collections.Counter()
+
+    def handler(instance, ctx):
+        runs[instance.id] += 1
+        if instance.id == "0-blocker":
+            release.wait(10)
+
+    task = Tasks.one_time("t").execute(handler)
+    recorder = EventRecorder()
+    owner = _scheduler(engine, task, recorder)
+    owner.schedule_batch([task.instance(i) for i in ("0-blocker", "1")])
+    with owner:
+        wait_until(lambda: runs["0-blocker"] == 1 and len(owner.queued_claims) == 1, timeout=10)
+        # another instance took row "1" over (revived and re-claimed it): its version moved on
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("UPDATE scheduled_tasks SET version = version + 2 WHERE task_instance = '1'")
+            )
+        wait_until(
+            lambda: owner.queued_claims._lost, timeout=10, message="the next heartbeat finds the claim lost"
+        )
+        release.set()
+        wait_until(lambda: recorder.candidate_events[CandidateEventType.STALE] == 1, timeout=10)
+    assert runs == {"0-blocker": 1}, "the lost claim must not run here"
