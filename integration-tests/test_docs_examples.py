@@ -36,4 +36,3 @@ def test_every_docs_page_has_runnable_examples_or_says_why():
             f"{page.name} has no ```python example; add one (it will be executed) or a comment "
             "'<!-- no python examples: <reason> -->'"
         )
-
