@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -44,30 +43,6 @@ TASK_B = Tasks.one_time("task-b").execute(noop)
 @pytest.fixture
 def client(engine: sa.Engine, clock: SettableClock) -> SchedulerClient:
     return SchedulerClient(engine, [TASK_A, TASK_B], clock=clock)
-
-
-@pytest.fixture
-def built() -> Iterator[list[Scheduler]]:
-    schedulers: list[Scheduler] = []
-    yield schedulers
-    for scheduler in schedulers:
-        if not scheduler.is_shutting_down:
-            scheduler.stop()
-
-
-@pytest.fixture
-def manual(engine: sa.Engine, clock: SettableClock, built: list[Scheduler]):
-    def make(*tasks, recorder: EventRecorder | None = None) -> Scheduler:
-        builder = (
-            Scheduler.create(engine, *tasks).clock(clock).scheduler_name("manual").failure_logging("OFF")
-        )
-        if recorder is not None:
-            builder.add_listener(recorder)
-        scheduler = builder.build()
-        built.append(scheduler)
-        return scheduler
-
-    return make
 
 
 def keys(executions) -> list[tuple[str, str]]:

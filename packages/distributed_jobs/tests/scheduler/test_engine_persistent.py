@@ -3,21 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import (
     Daily,
     FixedDelay,
     PersistentCronSchedule,
     PlainScheduleAndData,
-    Scheduler,
     SchedulerClient,
     Schedules,
-    SettableClock,
     Tasks,
     WhenExists,
 )
@@ -28,30 +24,6 @@ T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
 def at(hour: int, minute: int, day: int = 1) -> datetime:
     return datetime(2024, 1, day, hour, minute, tzinfo=UTC)
-
-
-@pytest.fixture
-def built() -> Iterator[list[Scheduler]]:
-    schedulers: list[Scheduler] = []
-    yield schedulers
-    for scheduler in schedulers:
-        if not scheduler.is_shutting_down:
-            scheduler.stop()
-
-
-@pytest.fixture
-def manual(engine: sa.Engine, clock: SettableClock, built: list[Scheduler]):
-    def make(*tasks, recorder: EventRecorder | None = None) -> Scheduler:
-        builder = (
-            Scheduler.create(engine, *tasks).clock(clock).scheduler_name("manual").failure_logging("OFF")
-        )
-        if recorder is not None:
-            builder.add_listener(recorder)
-        scheduler = builder.build()
-        built.append(scheduler)
-        return scheduler
-
-    return make
 
 
 def test_each_instance_runs_on_its_own_daily_schedule(manual, clock, dialect):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -49,15 +48,6 @@ def noop(instance, ctx) -> None:
 
 def no_failures(recorder: EventRecorder) -> None:
     assert {e: recorder.count(e) for e in FAILURE_EVENTS} == dict.fromkeys(FAILURE_EVENTS, 0)
-
-
-@pytest.fixture
-def built() -> Iterator[list[Scheduler]]:
-    schedulers: list[Scheduler] = []
-    yield schedulers
-    for scheduler in schedulers:
-        if not scheduler.is_shutting_down:
-            scheduler.stop()
 
 
 @pytest.fixture

@@ -10,12 +10,10 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import (
     ExecutionComplete,
@@ -32,7 +30,6 @@ from ekbatan.distributed_jobs.scheduler import (
     SchedulerEventType,
     Schedules,
     SerializationError,
-    SettableClock,
     TaskInstance,
     Tasks,
 )
@@ -46,32 +43,6 @@ FAILURE_EVENTS = (
     SchedulerEventType.FAILUREHANDLER_ERROR,
     SchedulerEventType.DEAD_EXECUTION,
 )
-
-
-@pytest.fixture
-def built() -> Iterator[list[Scheduler]]:
-    """Schedulers made by a test; stopped afterwards whatever happened."""
-    schedulers: list[Scheduler] = []
-    yield schedulers
-    for scheduler in schedulers:
-        if not scheduler.is_shutting_down:
-            scheduler.stop()
-
-
-@pytest.fixture
-def manual(engine: sa.Engine, clock: SettableClock, built: list[Scheduler]):
-    """``manual(*tasks, listener=None)`` builds a manual scheduler on the test's engine and clock."""
-
-    def make(*tasks, listener: EventRecorder | None = None, start_tasks=()) -> Scheduler:
-        builder = Scheduler.create(engine, *tasks).clock(clock).scheduler_name("manual")
-        builder.start_tasks(*start_tasks).failure_logging("OFF")
-        if listener is not None:
-            builder.add_listener(listener)
-        scheduler = builder.build()
-        built.append(scheduler)
-        return scheduler
-
-    return make
 
 
 def half_up_ms(value: float) -> timedelta:
@@ -232,7 +203,7 @@ def test_failure_cause_is_exposed_to_the_failure_handler(manual, clock, dialect)
     failure_handler = RecordingFailureHandler(timedelta(minutes=10))
     task = Tasks.one_time("failing").on_failure(failure_handler).execute(handler)
     recorder = EventRecorder()
-    scheduler = manual(task, listener=recorder)
+    scheduler = manual(task, recorder=recorder)
     scheduler.schedule(task.instance("7"), T0)
     assert scheduler.run_any_due_executions() == 1
 
@@ -465,7 +436,7 @@ def test_async_handler_failure_goes_to_the_failure_handler(manual, clock, dialec
 
     recorder = EventRecorder()
     task = Tasks.one_time("async-failing").execute(handler)
-    scheduler = manual(task, listener=recorder)
+    scheduler = manual(task, recorder=recorder)
     scheduler.schedule(task.instance("x"), T0)
     assert scheduler.run_any_due_executions() == 1
     [failure] = recorder.failures()
@@ -528,7 +499,7 @@ def test_undecodable_data_fails_only_that_execution(manual, engine, clock, diale
         lambda instance, ctx: delivered.append(instance.data)
     )
     recorder = EventRecorder()
-    scheduler = manual(task, listener=recorder)
+    scheduler = manual(task, recorder=recorder)
     scheduler.schedule(task.instance("good-1", Mail("ada@example.org", "hi")), T0)
     scheduler.schedule(task.instance("good-2", Mail("bob@example.org", "yo")), T0)
     raw = SchedulerClient(engine, serializer=RawBytesSerializer(), clock=clock)

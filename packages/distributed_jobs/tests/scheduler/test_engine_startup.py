@@ -5,7 +5,6 @@ dialect. A "restart" is a new Scheduler on the same table running its start-up s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,15 +26,6 @@ MARCH_1 = datetime(2018, 3, 1, 8, 0, tzinfo=UTC)
 SEVEN = datetime(2018, 3, 1, 7, 0, tzinfo=UTC)
 EIGHT = datetime(2018, 3, 1, 8, 0, tzinfo=UTC)
 KEY = ("recurring-a", "recurring")
-
-
-@pytest.fixture
-def built() -> Iterator[list[Scheduler]]:
-    schedulers: list[Scheduler] = []
-    yield schedulers
-    for scheduler in schedulers:
-        if not scheduler.is_shutting_down:
-            scheduler.stop()
 
 
 @pytest.fixture
