@@ -102,6 +102,26 @@ def with_retries(write: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
+def versioned_key(execution: Execution) -> dict[str, Any]:
+    """Bind parameters naming a row at the version the caller read."""
+    return {
+        "task_name": execution.task_name,
+        "task_instance": execution.instance_id,
+        "version": execution.version,
+    }
+
+
+def expect_one_row(count: int, what: str, execution: Execution) -> None:
+    """A versioned write must hit exactly its row; anything else means another writer won."""
+    if count != 1:
+        raise ExecutionError(
+            f"expected to {what} 1 row, changed {count}; another writer changed it first",
+            execution.task_name,
+            execution.instance_id,
+            execution.version,
+        )
+
+
 def as_connection(connection: ConnectionLike) -> sa.Connection:
     """Accept a Core ``Connection`` or an ORM ``Session`` (its current connection)."""
     if isinstance(connection, sa.Connection):
@@ -490,19 +510,9 @@ class TaskRepository:
         with self._tx(connection, single=True) as conn:
             count = conn.execute(
                 self._sql_remove,
-                {
-                    "task_name": execution.task_name,
-                    "task_instance": execution.instance_id,
-                    "version": execution.version,
-                },
+                versioned_key(execution),
             ).rowcount
-        if count != 1:
-            raise ExecutionError(
-                f"expected to remove 1 row, removed {count}; another writer changed it first",
-                execution.task_name,
-                execution.instance_id,
-                execution.version,
-            )
+        expect_one_row(count, "remove", execution)
 
     def remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         """Delete each execution at its version in one transaction; return the keys deleted."""
@@ -514,7 +524,7 @@ class TaskRepository:
             with self._one() as conn:
                 count = conn.execute(
                     self._sql_remove,
-                    {"task_name": e.task_name, "task_instance": e.instance_id, "version": e.version},
+                    versioned_key(e),
                 ).rowcount
             return {(e.task_name, e.instance_id)} if count == 1 else set()
         if self.dialect.supports_delete_returning:
@@ -524,7 +534,7 @@ class TaskRepository:
         removed = set()
         with self.engine.begin() as conn:
             for e in executions:
-                params = {"task_name": e.task_name, "task_instance": e.instance_id, "version": e.version}
+                params = versioned_key(e)
                 if conn.execute(self._sql_remove, params).rowcount == 1:
                     removed.add((e.task_name, e.instance_id))
         return removed
@@ -571,13 +581,7 @@ class TaskRepository:
             return updated
 
         count = update() if connection is not None else with_retries(update)
-        if count != 1:
-            raise ExecutionError(
-                f"expected to reschedule 1 row, updated {count}; another writer changed it first",
-                execution.task_name,
-                execution.instance_id,
-                execution.version,
-            )
+        expect_one_row(count, "reschedule", execution)
 
     def replace(
         self,
@@ -602,13 +606,7 @@ class TaskRepository:
                     "version": execution.version,
                 },
             ).rowcount
-        if count != 1:
-            raise ExecutionError(
-                f"expected to replace 1 row, updated {count}",
-                execution.task_name,
-                execution.instance_id,
-                execution.version,
-            )
+        expect_one_row(count, "replace", execution)
 
     def update_heartbeat(self, execution: Execution, now: datetime) -> bool:
         """Refresh ``last_heartbeat`` if the row is still at the version we claimed."""
