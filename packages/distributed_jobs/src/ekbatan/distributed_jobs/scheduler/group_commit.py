@@ -13,9 +13,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ekbatan.distributed_jobs.scheduler.errors import ExecutionError
 from ekbatan.distributed_jobs.scheduler.execution import Execution
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository, expect_one_row
 
 #: rows per DELETE statement; bounded so the statement's parameter count stays small
 MAX_BATCH = 200
@@ -57,13 +56,7 @@ class GroupCommitRemover:
             self._lead(mine)
         if mine.error is not None:
             raise mine.error
-        if not mine.removed:
-            raise ExecutionError(
-                "expected to remove 1 row, removed 0; another writer changed it first",
-                execution.task_name,
-                execution.instance_id,
-                execution.version,
-            )
+        expect_one_row(1 if mine.removed else 0, "remove", execution)
 
     def _lead(self, mine: _Pending) -> None:
         # Flush until our own row is written, then hand the leadership to the first waiter:
