@@ -217,6 +217,10 @@ class TaskRepository:
             "AND version = :version AND task_name = :task_name AND task_instance = :task_instance"
         )
         self._sql_delete_task = sa.text(f"DELETE FROM {t} WHERE task_name = :task_name")
+        self._sql_claim_keys = sa.text(
+            f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
+            "version = version + 1 WHERE (task_name, task_instance) IN :keys"
+        )
         if self.notify_channel is not None:
             self._sql_notify = sa.text(f"SELECT pg_notify({self.notify_channel}, :payload)")
         # One statement text whatever the batch size, so it is compiled once: PostgreSQL
@@ -460,29 +464,27 @@ class TaskRepository:
             f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
             f"{clause} ORDER BY {self._order_due}{d.lock_and_fetch_select_tail(limit)}"
         )
+
         # READ COMMITTED: under REPEATABLE READ InnoDB keeps a lock on every row the scan
         # examined (the picked rows other workers are finishing, too) and the key-list UPDATE
         # waits on rows outside its list; the DELETE/UPDATE completing such a row then
         # deadlocks with this transaction and loses (the execution runs again once found dead).
-        with self.engine.execution_options(isolation_level="READ COMMITTED").begin() as conn:
-            candidates = self._resolved(conn.execute(select, params).all())
-            if not candidates:
-                return []
-            keys = ", ".join(f"(:n{i}, :i{i})" for i in range(len(candidates)))
-            update = sa.text(
-                f"UPDATE {self.table_name} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
-                f"version = version + 1 WHERE (task_name, task_instance) IN ({keys})"
-            )
-            key_params = {}
-            for i, e in enumerate(candidates):
-                key_params[f"n{i}"] = e.task_name
-                key_params[f"i{i}"] = e.instance_id
-            updated = conn.execute(update, {**params, **key_params}).rowcount
-            if updated != len(candidates):
-                log.error("lock-and-fetch locked %d rows but updated %d", len(candidates), updated)
+        def claim() -> list[Execution]:
+            with self.engine.execution_options(isolation_level="READ COMMITTED").begin() as conn:
+                candidates = self._resolved(conn.execute(select, params).all())
+                if not candidates:
+                    return []
+                update = self._sql_claim_keys.bindparams(
+                    sa.bindparam("keys", [(e.task_name, e.instance_id) for e in candidates], expanding=True)
+                )
+                updated = conn.execute(update, params).rowcount
+                if updated != len(candidates):
+                    log.error("lock-and-fetch locked %d rows but updated %d", len(candidates), updated)
+            return candidates
+
         return [
             e.with_changes(picked=True, picked_by=self.picked_by, last_heartbeat=now, version=e.version + 1)
-            for e in candidates
+            for e in with_retries(claim)
         ]
 
     def unpick(self, executions: Sequence[Execution]) -> None:
