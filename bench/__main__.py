@@ -16,7 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
-from bench.common import DEFAULT_OUT, Settings, environment, log, write_result
+from bench.common import DEFAULT_OUT, Settings, environment, log, snapshot_engine, write_result
 
 BENCHMARKS = ("limits", "throughput", "peers", "latency", "scale", "footprint", "bulk", "profile")
 
@@ -40,6 +40,11 @@ def parse(argv: list[str]) -> tuple[list[str], Settings, argparse.Namespace]:
     p.add_argument("--no-report", action="store_true", help="do not (re)write RESULTS.md")
     p.add_argument("--no-peer-install", action="store_true", help="never create bench/.venv-peers")
     p.add_argument("--report-only", action="store_true", help="only rewrite RESULTS.md from the JSON files")
+    p.add_argument(
+        "--live-engine",
+        action="store_true",
+        help="import the engine from the work tree in every worker (default: a snapshot taken at the start)",
+    )
     p.add_argument(
         "--procrastinate-jobs",
         type=int,
@@ -79,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[str] = []
     if not args.report_only:
         started = time.time()
+        snapshot = None if args.live_engine else snapshot_engine(settings.out)
         env = environment(settings.dbs)
+        import ekbatan.distributed_jobs as engine_pkg
+
+        env["engine_snapshot"] = snapshot
+        env["engine_imported_from"] = str(Path(engine_pkg.__file__).parent)
         log(f"{settings.command}: {', '.join(chosen)} ({settings.mode}); load average {env['loadavg']}")
         timings = {}
         for name in chosen:

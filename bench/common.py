@@ -238,6 +238,49 @@ def count_rows(conn: Any, where: str = "") -> int:
     return int(n)
 
 
+# ----------------------------------------------------------------------------- engine snapshot
+ENGINE_SRC = REPO_ROOT / "packages" / "distributed_jobs" / "src"
+
+
+def snapshot_engine(out: Path) -> dict[str, Any]:
+    """Copy the engine's source as it is now and put the copy first on ``sys.path``.
+
+    The engine is edited while benchmarks run; every worker process imports it afresh, so
+    without a snapshot one run could measure several versions. Spawned workers inherit the
+    parent's ``sys.path``. Call before anything imports ``ekbatan``.
+    """
+    import hashlib
+    import shutil
+
+    root = out / "engine-snapshot"
+    if root.exists():
+        shutil.rmtree(root)
+    target = root / "ekbatan" / "distributed_jobs"
+    shutil.copytree(
+        ENGINE_SRC / "ekbatan" / "distributed_jobs",
+        target,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    digest = hashlib.sha256()
+    for path in sorted(target.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(target)).encode())
+            digest.update(path.read_bytes())
+    sys.path.insert(0, str(root))
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", str(ENGINE_SRC)],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return {
+        "path": str(root),
+        "sha256": digest.hexdigest()[:16],
+        "git": _git_head(),
+        "uncommitted_changes": bool(dirty),
+    }
+
+
 # ----------------------------------------------------------------------------- PG counters
 def pg_xact(url: str) -> dict[str, int]:
     """``pg_stat_database`` counters of the URL's database, read on a fresh connection."""
@@ -380,19 +423,26 @@ def rss_kb(pid: int | None = None) -> dict[str, int]:
 
 
 def wait_until_empty(
-    url: str, expected: int, timeout: float, every: float = 0.05, where: str = ""
+    url: str, expected: int, timeout: float, every: float = 0.05, where: str = "", stall: float = 30.0
 ) -> tuple[float, int, int]:
-    """Poll ``count(*)`` every ``every`` s until 0; returns (t1 perf_counter, rows left, polls)."""
+    """Poll ``count(*)`` every ``every`` s until 0; returns (t1 perf_counter, rows left, polls).
+
+    Gives up at ``timeout``, or when the count has not moved for ``stall`` seconds (rows left
+    picked by a failed completion wait for dead-execution detection, minutes away).
+    """
     conn = raw_connect(url)
     polls = 0
     left = expected
     deadline = time.perf_counter() + timeout
+    last_change, last_left = time.perf_counter(), None
     try:
         while True:
             left = count_rows(conn, where)
             polls += 1
             now = time.perf_counter()
-            if left == 0 or now > deadline:
+            if left != last_left:
+                last_change, last_left = now, left
+            if left == 0 or now > deadline or now - last_change > stall:
                 return now, left, polls
             time.sleep(every)
     finally:

@@ -520,6 +520,17 @@ def section_profile(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def _snapshot(env: dict[str, Any]) -> str:
+    snap = env.get("engine_snapshot")
+    if not snap:
+        return f"the live work tree ({env.get('engine_imported_from', '–')})"
+    dirty = " plus uncommitted changes" if snap.get("uncommitted_changes") else ""
+    return (
+        f"a copy of packages/distributed_jobs taken at the start (git {snap.get('git')}{dirty}; "
+        f"sha256 {snap.get('sha256')}), imported by every worker"
+    )
+
+
 def write(out: Path, target: Path, reading: str | None = None) -> None:
     d = _load(out)
     runs = [v for k, v in d.items() if k.startswith("run-")]
@@ -544,6 +555,7 @@ def write(out: Path, target: Path, reading: str | None = None) -> None:
         f"- load average (1/5/15 min) at start {env.get('loadavg')}, at end {env.get('loadavg_end')}",
         f"- Python {env.get('python')}, SQLAlchemy {env.get('sqlalchemy')}, psycopg {env.get('psycopg')}, PyMySQL {env.get('pymysql')}, "
         f"engine {env.get('ekbatan_distributed_jobs')} at git {env.get('git')} (at the end: {env.get('git_end', '–')})",
+        f"- engine measured: {_snapshot(env)}",
         f"- PostgreSQL: {servers.get('postgres', '–')}",
         f"- MariaDB: {servers.get('mariadb', '–')}; SQLite {servers.get('sqlite', '–')}",
         f"- peers (bench/.venv-peers): {peers_versions or '–'}",
