@@ -358,16 +358,17 @@ def test_remove_many_deletes_exactly_the_versions_given(engine):
     assert r.remove_many([rows[4]]) == set()
 
 
-def test_group_commit_remover_reports_each_rows_own_outcome(engine):
+def test_completion_writer_reports_each_rows_own_outcome(engine):
     import threading
 
-    from ekbatan.distributed_jobs.scheduler.group_commit import GroupCommitRemover
+    from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
 
     r = repo(engine)
     r.create_batch([new(id=str(i)) for i in range(40)])
     rows = r.get_scheduled_executions(ScheduledExecutionsFilter.all())
     stale = {"3", "17"}
-    remover = GroupCommitRemover(r, max_batch=7)
+    writer = CompletionWriter(r, max_batch=7)
+    writer.start()
     outcomes: dict[str, str] = {}
     start = threading.Barrier(len(rows))
 
@@ -375,7 +376,7 @@ def test_group_commit_remover_reports_each_rows_own_outcome(engine):
         start.wait()
         target = e.with_changes(version=e.version + 1) if e.instance_id in stale else e
         try:
-            remover.remove(target)
+            writer.remove(target)
             outcomes[e.instance_id] = "removed"
         except ExecutionError:
             outcomes[e.instance_id] = "stale"
@@ -385,9 +386,29 @@ def test_group_commit_remover_reports_each_rows_own_outcome(engine):
         t.start()
     for t in threads:
         t.join(10)
+    writer.stop()
     assert {k for k, v in outcomes.items() if v == "stale"} == stale
     assert sum(v == "removed" for v in outcomes.values()) == 38
     assert {e.instance_id for e in r.get_scheduled_executions(ScheduledExecutionsFilter.all())} == stale
+
+
+def test_completion_writer_without_a_thread_writes_at_once_and_drains_on_stop(engine):
+    from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
+
+    r = repo(engine)
+    r.create_batch([new(id=str(i)) for i in range(5)])
+    rows = sorted(r.get_scheduled_executions(ScheduledExecutionsFilter.all()), key=lambda e: e.instance_id)
+    writer = CompletionWriter(r)
+    heard: list[object] = []
+    writer.submit(rows[0], heard.append)  # not started: written here and now
+    assert heard == [None]
+    assert r.get_execution("one", "0") is None
+    writer.start()
+    for e in rows[1:]:
+        writer.submit(e, heard.append)
+    writer.stop()  # drains what was queued
+    assert heard == [None] * 5
+    assert r.get_scheduled_executions(ScheduledExecutionsFilter.all()) == []
 
 
 def test_deadlocked_writes_are_retried_and_others_are_not():

@@ -1,91 +1,130 @@
 """Group commit of completed one-time executions.
 
-The commit, not the SQL, bounds how many executions a database can finish per second. A
-worker that removes its finished execution while another worker is already writing joins the
-next batch instead of committing alone; a lone worker writes at once, so an idle system pays no
-extra latency. Every row stays guarded by the version it was claimed at — the batch deletes
-exactly the ``(task_name, task_instance, version)`` triples it was given, and each worker
-learns whether *its* row was deleted, so a stale instance still gets its ExecutionError.
+The commit, not the SQL, bounds how many executions a database can finish per second. Finished
+one-time executions are handed to one writer thread, which deletes whatever has accumulated in
+a single statement and transaction — while it writes, the next batch gathers. Workers do not
+wait for it (one wake-up per batch instead of one per execution); a caller that must know the
+outcome (``ops.remove()`` in a custom completion handler) waits for its own row.
+
+Every row stays guarded by the version it was claimed at: a batch deletes exactly the
+``(task_name, task_instance, version)`` triples it was given, and each submitter learns whether
+*its* row was deleted, so a stale instance still gets its ExecutionError.
 """
 
 from __future__ import annotations
 
+import _thread
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable
 
 from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository, expect_one_row
 
+log = logging.getLogger(__name__)
+
 #: rows per DELETE statement; bounded so the statement's parameter count stays small
 MAX_BATCH = 200
 
-
-class _Pending:
-    __slots__ = ("done", "error", "execution", "lead", "removed", "wake")
-
-    def __init__(self, execution: Execution) -> None:
-        self.execution = execution
-        self.wake = threading.Event()  # set when flushed, or when handed the leadership
-        self.done = False
-        self.lead = False
-        self.removed = False
-        self.error: BaseException | None = None
+#: ``callback(error)``: None when the row was deleted, else why not (an ExecutionError when
+#: another writer had changed it)
+Outcome = Callable[[BaseException | None], None]
 
 
-class GroupCommitRemover:
+class CompletionWriter:
     def __init__(self, repository: TaskRepository, max_batch: int = MAX_BATCH) -> None:
         self.repository = repository
         self.max_batch = max_batch
-        self._lock = threading.Lock()
-        self._queue: list[_Pending] = []
-        self._flushing = False
+        self._cond = threading.Condition()
+        self._queue: list[tuple[Execution, Outcome]] = []
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._busy = False
+
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is None:
+                self._stopping = False
+                self._thread = threading.Thread(target=self._run, name="ekbatan-completions", daemon=True)
+                self._thread.start()
+
+    def submit(self, execution: Execution, outcome: Outcome) -> None:
+        """Delete ``execution`` at its version soon; ``outcome`` is called once it is known
+        (on the writer thread — keep it short). Without a started writer, at once, here."""
+        with self._cond:
+            if self._thread is not None and not self._stopping:
+                self._queue.append((execution, outcome))
+                if len(self._queue) == 1:
+                    self._cond.notify()
+                return
+        self._write([(execution, outcome)])
 
     def remove(self, execution: Execution) -> None:
-        """Delete ``execution`` at its version, together with whatever else is waiting."""
-        mine = _Pending(execution)
-        with self._lock:
-            self._queue.append(mine)
-            if self._flushing:
-                leader = False
-            else:
-                self._flushing = leader = True
-        if not leader:
-            mine.wake.wait()
-            leader = mine.lead
-        if leader:
-            self._lead(mine)
-        if mine.error is not None:
-            raise mine.error
-        expect_one_row(1 if mine.removed else 0, "remove", execution)
+        """Delete ``execution`` at its version and wait for it; ExecutionError when stale."""
+        done = _thread.allocate_lock()
+        done.acquire()
+        result: list[BaseException | None] = []
 
-    def _lead(self, mine: _Pending) -> None:
-        # Flush until our own row is written, then hand the leadership to the first waiter:
-        # a leader flushing for everyone who arrives meanwhile would, under steady load, never
-        # return to its own execution (which stays "currently executing", its heartbeats
-        # failing on the row it already deleted).
-        while not mine.done:
-            with self._lock:
+        def outcome(error: BaseException | None) -> None:
+            result.append(error)
+            done.release()
+
+        self.submit(execution, outcome)
+        done.acquire()
+        if result[0] is not None:
+            raise result[0]
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue:
+                    return
                 batch = self._queue[: self.max_batch]
                 del self._queue[: self.max_batch]
-            self._flush(batch)
-        with self._lock:
-            if self._queue:
-                successor = self._queue[0]
-                successor.lead = True
-                successor.wake.set()
-            else:
-                self._flushing = False
+                self._busy = True
+            try:
+                self._write(batch)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
 
-    def _flush(self, batch: Sequence[_Pending]) -> None:
+    def _write(self, batch: list[tuple[Execution, Outcome]]) -> None:
         try:
-            removed = self.repository.remove_many([p.execution for p in batch])
-        except BaseException as exc:  # every waiter learns the batch failed
-            for p in batch:
-                p.error = exc
-                p.done = True
-                p.wake.set()
+            removed = self.repository.remove_many([execution for execution, _ in batch])
+        except BaseException as exc:  # every submitter learns the batch failed
+            for _, outcome in batch:
+                _call(outcome, exc)
             return
-        for p in batch:
-            p.removed = (p.execution.task_name, p.execution.instance_id) in removed
-            p.done = True
-            p.wake.set()
+        for execution, outcome in batch:
+            error = None
+            if (execution.task_name, execution.instance_id) not in removed:
+                try:
+                    expect_one_row(0, "remove", execution)
+                except BaseException as exc:
+                    error = exc
+            _call(outcome, error)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is written."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Write what is queued, then end the writer thread."""
+        with self._cond:
+            thread, self._stopping = self._thread, True
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        with self._cond:
+            self._thread = None
+
+
+def _call(outcome: Outcome, error: BaseException | None) -> None:
+    try:
+        outcome(error)
+    except Exception:
+        log.exception("a completion callback failed")

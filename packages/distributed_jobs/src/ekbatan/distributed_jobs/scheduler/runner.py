@@ -13,7 +13,7 @@ from typing import Any
 
 from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler.clock import Clock
-from ekbatan.distributed_jobs.scheduler.completion import CompletionHandler
+from ekbatan.distributed_jobs.scheduler.completion import CompletionHandler, OnCompleteRemove
 from ekbatan.distributed_jobs.scheduler.context import (
     CurrentlyExecuting,
     ExecutionContext,
@@ -22,6 +22,7 @@ from ekbatan.distributed_jobs.scheduler.context import (
 )
 from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, SerializationError
 from ekbatan.distributed_jobs.scheduler.execution import Execution, ExecutionComplete, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
 from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
 from ekbatan.distributed_jobs.scheduler.listener import (
     CandidateEventType,
@@ -82,7 +83,7 @@ class ExecutionRunner:
         async_runner: AsyncRunner,
         failure_log_level: int = logging.WARNING,
         failure_log_stack_trace: bool = True,
-        remover: Callable[[Execution], None] | None = None,
+        writer: CompletionWriter | None = None,
     ) -> None:
         self.repository = repository
         self.serializer = serializer
@@ -98,7 +99,8 @@ class ExecutionRunner:
         self.async_runner = async_runner
         self.failure_log_level = failure_log_level
         self.failure_log_stack_trace = failure_log_stack_trace
-        self.remover = remover
+        self.writer = writer
+        self.remover = writer.remove if writer is not None else None
 
     def _ops_scheduled(self, task_name: str, instance_id: str, when: datetime) -> None:
         if self._on_scheduled is not None:
@@ -163,30 +165,41 @@ class ExecutionRunner:
                 self._failed(task, execution, instance, ops, time_started, exc)
                 return
             complete = ExecutionComplete.success(execution, time_started, self.clock.now(), instance)
+            if self.writer is not None and type(completion) is OnCompleteRemove:
+                # The common one-time case: the writer deletes it with others in one commit;
+                # this worker moves on. Listeners still hear of it only once it is written.
+                self.writer.submit(execution, lambda error: self._completed(complete, error))
+                return
             try:
                 completion.complete(complete, ops)
-            except ExecutionError as exc:
-                log.warning(
-                    "result of %s not recorded: the row changed meanwhile (revived or taken over by another "
-                    "instance?): %s",
-                    execution,
-                    exc,
-                )
-                listeners.on_scheduler_event(SchedulerEventType.COMPLETIONHANDLER_ERROR)
-                listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
-            except Exception:
-                log.exception(
-                    "completion handler of %s failed; the execution will likely remain picked and be "
-                    "handled as dead later",
-                    execution,
-                )
-                listeners.on_scheduler_event(SchedulerEventType.COMPLETIONHANDLER_ERROR)
-                listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
-            finally:
-                if listeners:
-                    listeners.on_execution_complete(complete)
+            except Exception as exc:
+                self._completed(complete, exc)
+            else:
+                self._completed(complete, None)
         finally:
             self.registry.remove(token)
+
+    def _completed(self, complete: ExecutionComplete, error: BaseException | None) -> None:
+        listeners = self.listeners
+        if isinstance(error, ExecutionError):
+            log.warning(
+                "result of %s not recorded: the row changed meanwhile (revived or taken over by another "
+                "instance?): %s",
+                complete.execution,
+                error,
+            )
+        elif error is not None:
+            log.error(
+                "completion handler of %s failed; the execution will likely remain picked and be handled "
+                "as dead later",
+                complete.execution,
+                exc_info=error,
+            )
+        if error is not None:
+            listeners.on_scheduler_event(SchedulerEventType.COMPLETIONHANDLER_ERROR)
+            listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+        if listeners:
+            listeners.on_execution_complete(complete)
 
     def _failed(
         self,

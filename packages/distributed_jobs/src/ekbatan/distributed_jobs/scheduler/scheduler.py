@@ -25,7 +25,7 @@ from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler.dead_executions import DeadExecutionDetector
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.group_commit import GroupCommitRemover
+from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
 from ekbatan.distributed_jobs.scheduler.heartbeat import HeartbeatUpdater
 from ekbatan.distributed_jobs.scheduler.listener import (
     ExecutionInterceptor,
@@ -296,6 +296,7 @@ class Scheduler(SchedulerClient):
         )
         self.waiter = Waiter()
         self.registry = ExecutionRegistry()
+        self.completion_writer = CompletionWriter(repository) if options._batch_completions else None
         self.async_runner = AsyncRunner()
         self.runner = ExecutionRunner(
             repository=repository,
@@ -312,7 +313,7 @@ class Scheduler(SchedulerClient):
             async_runner=self.async_runner,
             failure_log_level=options._failure_log_level,
             failure_log_stack_trace=options._failure_log_stack_trace,
-            remover=GroupCommitRemover(repository).remove if options._batch_completions else None,
+            writer=self.completion_writer,
         )
         self.queued_claims = QueuedClaims()
         self.heartbeats = HeartbeatUpdater(
@@ -432,6 +433,8 @@ class Scheduler(SchedulerClient):
             self.repository.dialect.name,
         )
         self.run_startup_tasks()
+        if self.completion_writer is not None:
+            self.completion_writer.start()
         self._pool = WorkerPool(self.threads, name=f"ekbatan-worker-{self.name}")
         if self.strategy_config.kind == "lock_and_fetch":
             strategy: FetchStrategy | LockAndFetchStrategy = LockAndFetchStrategy(
@@ -516,6 +519,8 @@ class Scheduler(SchedulerClient):
         started = time.monotonic()
         if self._pool is not None:
             self._drain_workers()
+        if self.completion_writer is not None:
+            self.completion_writer.stop()  # what finished is written before heartbeats stop
         waited = time.monotonic() - started
         if self.shutdown_max_wait > timedelta(minutes=1) and waited >= self.shutdown_max_wait.total_seconds():
             log.info("shutdown waited %.0fs; lower shutdown_max_wait to stop faster", waited)
