@@ -221,8 +221,13 @@ class TaskRepository:
             f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
             "version = version + 1 WHERE (task_name, task_instance) IN :keys"
         )
+        self._sql_insert_and_notify: sa.TextClause | None = None
         if self.notify_channel is not None:
             self._sql_notify = sa.text(f"SELECT pg_notify({self.notify_channel}, :payload)")
+            self._sql_insert_and_notify = sa.text(
+                f"WITH inserted AS ({plain_insert} ON CONFLICT (task_name, task_instance) DO NOTHING RETURNING 1) "
+                f"SELECT pg_notify({self.notify_channel}, :payload) FROM inserted"
+            )
         # One statement text whatever the batch size, so it is compiled once: PostgreSQL
         # takes three arrays, the others an expanding list of (name, instance, version) rows.
         if self.dialect.dialect is Dialect.POSTGRESQL:
@@ -333,12 +338,14 @@ class TaskRepository:
     def create_if_not_exists(self, new: NewExecution, connection: ConnectionLike | None = None) -> bool:
         """Insert unless ``(task_name, task_instance)`` exists; return whether it inserted."""
         params = self._insert_params(new)
+        if self._sql_insert_if_absent is not None:
+            # One statement — the notification rides along on PostgreSQL — so it can autocommit.
+            with self._tx(connection, single=True) as conn:
+                if self._sql_insert_and_notify is not None:
+                    params["payload"] = encode_due(new.execution_time)
+                    return conn.execute(self._sql_insert_and_notify, params).first() is not None
+                return conn.execute(self._sql_insert_if_absent, params).rowcount == 1
         with self._tx(connection) as conn:
-            if self._sql_insert_if_absent is not None:
-                created = conn.execute(self._sql_insert_if_absent, params).rowcount == 1
-                if created:
-                    self._notify(conn, new.execution_time)
-                return created
             if conn.execute(self._sql_get, params).first() is not None:
                 return False
             try:
