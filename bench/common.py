@@ -442,8 +442,11 @@ def wait_until_empty(
             now = time.perf_counter()
             if left != last_left:
                 last_change, last_left = now, left
-            if left == 0 or now > deadline or now - last_change > stall:
+            if left == 0 or now > deadline:
                 return now, left, polls
+            if now - last_change > stall:
+                # stalled: the drain ended when the count last moved
+                return last_change, left, polls
             time.sleep(every)
     finally:
         conn.close()
