@@ -167,7 +167,8 @@ class TaskRepository:
         t = self.table_name
         self._order_due = self.dialect.priority_order() if self.priority_enabled else "execution_time ASC"
         insert_cols = "task_name, task_instance, task_data, execution_time, picked, version"
-        insert_vals = ":task_name, :task_instance, :task_data, :execution_time, :picked, 1"
+        # every value a placeholder: PyMySQL folds an executemany into one multi-row INSERT only then
+        insert_vals = ":task_name, :task_instance, :task_data, :execution_time, :picked, :version"
         if self.priority_enabled:
             insert_cols += ", priority"
             insert_vals += ", :priority"
@@ -331,6 +332,7 @@ class TaskRepository:
             "task_data": new.raw_data,
             "execution_time": self.dialect.encode_time(new.execution_time),
             "picked": self.dialect.encode_bool(False),
+            "version": 1,
             "priority": new.priority,
         }
 
@@ -397,9 +399,11 @@ class TaskRepository:
         claimed right now), not a reason to wake up again.
         """
         clause, extra = self._not_in_unresolved()
+        # ORDER BY … LIMIT 1 rather than MIN(): it walks the execution_time index and stops at
+        # the first match on every dialect (MariaDB scans the whole range for the MIN form).
         sql = sa.text(
-            f"SELECT MIN(execution_time) FROM {self.table_name} WHERE picked = :false "
-            f"AND execution_time > :now{clause}"
+            f"SELECT execution_time FROM {self.table_name} WHERE picked = :false "
+            f"AND execution_time > :now{clause} ORDER BY execution_time ASC{self.dialect.limit(1)}"
         )
         params = {"false": self.dialect.encode_bool(False), "now": self.dialect.encode_time(now), **extra}
         with self._reading() as conn:
