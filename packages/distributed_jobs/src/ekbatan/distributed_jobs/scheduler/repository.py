@@ -160,6 +160,7 @@ class TaskRepository:
         self.table_name = validate_table_name(table_name)
         self.picked_by = picked_by[:50]
         self.priority_enabled = priority_enabled
+        self._statements: dict[tuple[str, str, int], sa.TextClause] = {}
         self._prepare_statements()
 
     # ------------------------------------------------------------------ statements
@@ -255,6 +256,15 @@ class TaskRepository:
         # Inside the scheduling transaction: delivered on commit, dropped on rollback.
         if self.notify_channel is not None:
             conn.execute(self._sql_notify, {"payload": encode_due(when)})
+
+    def _statement(self, kind: str, clause: str, limit: int, build: Callable[[], str]) -> sa.TextClause:
+        """The polling statements vary only with the unresolved names and the limit: build each
+        variant once (the set is small and bounded) instead of on every poll."""
+        key = (kind, clause, limit)
+        statement = self._statements.get(key)
+        if statement is None:
+            statement = self._statements[key] = sa.text(build())
+        return statement
 
     def _not_in_unresolved(self) -> tuple[str, dict[str, Any]]:
         names = self.resolver.unresolved_names()
@@ -383,9 +393,14 @@ class TaskRepository:
     # ------------------------------------------------------------------ polling
     def get_due(self, now: datetime, limit: int) -> list[Execution]:
         clause, extra = self._not_in_unresolved()
-        sql = sa.text(
-            f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
-            f"{clause} ORDER BY {self._order_due}{self.dialect.limit(limit)}"
+        sql = self._statement(
+            "due",
+            clause,
+            limit,
+            lambda: (
+                f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
+                f"{clause} ORDER BY {self._order_due}{self.dialect.limit(limit)}"
+            ),
         )
         params = {"false": self.dialect.encode_bool(False), "now": self.dialect.encode_time(now), **extra}
         with self._reading() as conn:
@@ -401,9 +416,14 @@ class TaskRepository:
         clause, extra = self._not_in_unresolved()
         # ORDER BY … LIMIT 1 rather than MIN(): it walks the execution_time index and stops at
         # the first match on every dialect (MariaDB scans the whole range for the MIN form).
-        sql = sa.text(
-            f"SELECT execution_time FROM {self.table_name} WHERE picked = :false "
-            f"AND execution_time > :now{clause} ORDER BY execution_time ASC{self.dialect.limit(1)}"
+        sql = self._statement(
+            "next_due",
+            clause,
+            1,
+            lambda: (
+                f"SELECT execution_time FROM {self.table_name} WHERE picked = :false "
+                f"AND execution_time > :now{clause} ORDER BY execution_time ASC{self.dialect.limit(1)}"
+            ),
         )
         params = {"false": self.dialect.encode_bool(False), "now": self.dialect.encode_time(now), **extra}
         with self._reading() as conn:
@@ -453,13 +473,18 @@ class TaskRepository:
         }
         if d.single_statement_lock_and_fetch:
             t = self.table_name
-            sql = sa.text(
-                f"WITH locked AS (UPDATE {t} st1 SET picked = :true, picked_by = :picked_by, "
-                "last_heartbeat = :now, version = version + 1 "
-                f"WHERE (st1.task_name, st1.task_instance) IN (SELECT st2.task_name, st2.task_instance FROM {t} st2 "
-                f"WHERE picked = :false AND execution_time <= :now{clause} ORDER BY {self._order_due}"
-                f"{d.lock_and_fetch_select_tail(limit)}) RETURNING st1.*) "
-                f"SELECT {COLUMNS} FROM locked ORDER BY {self._order_due}"
+            sql = self._statement(
+                "lock_and_fetch",
+                clause,
+                limit,
+                lambda: (
+                    f"WITH locked AS (UPDATE {t} st1 SET picked = :true, picked_by = :picked_by, "
+                    "last_heartbeat = :now, version = version + 1 "
+                    f"WHERE (st1.task_name, st1.task_instance) IN (SELECT st2.task_name, st2.task_instance FROM {t} st2 "
+                    f"WHERE picked = :false AND execution_time <= :now{clause} ORDER BY {self._order_due}"
+                    f"{d.lock_and_fetch_select_tail(limit)}) RETURNING st1.*) "
+                    f"SELECT {COLUMNS} FROM locked ORDER BY {self._order_due}"
+                ),
             )
             with self._one() as conn:
                 rows = conn.execute(sql, params).all()
@@ -471,9 +496,14 @@ class TaskRepository:
                     self.resolver.add_unresolved(e.task_name, e.execution_time)
                 self.unpick(unknown)
             return known
-        select = sa.text(
-            f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
-            f"{clause} ORDER BY {self._order_due}{d.lock_and_fetch_select_tail(limit)}"
+        select = self._statement(
+            "lock_select",
+            clause,
+            limit,
+            lambda: (
+                f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
+                f"{clause} ORDER BY {self._order_due}{d.lock_and_fetch_select_tail(limit)}"
+            ),
         )
 
         # READ COMMITTED: under REPEATABLE READ InnoDB keeps a lock on every row the scan
