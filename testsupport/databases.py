@@ -58,7 +58,9 @@ class IsolatedDatabase:
 
 
 def _admin_engine(dialect: str, database: str | None = None) -> sa.Engine:
-    return sa.create_engine(server_url(dialect, database), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    return sa.create_engine(
+        server_url(dialect, database), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool
+    )
 
 
 def create_isolated_database(
