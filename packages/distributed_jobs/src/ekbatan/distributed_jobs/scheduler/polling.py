@@ -210,6 +210,9 @@ class LockAndFetchStrategy:
             self.trigger()
 
 
+#: seconds added to a timed wake-up, so it lands just after the due time rather than before it
+WAKE_MARGIN = 0.0002
+
 #: after a wake-up hint given from inside a commit (before it lands), poll again this long
 #: after each following poll, in turn: a commit may take longer than the hint's head start
 COMMIT_RECHECKS = (0.05, 0.25, 1.0)
@@ -279,6 +282,6 @@ class PollLoop:
 def _seconds_until(due: datetime | None, now: datetime, cap: float) -> float:
     if due is None or due <= now:
         return cap
-    # one extra millisecond: SQLite stores milliseconds, and waking a hair early means a
-    # wasted poll followed by a whole interval of sleep
-    return min(cap, (due - now).total_seconds() + 0.001)
+    # a hair late rather than early: the sleep's clock and the due time's clock differ slightly,
+    # and an early wake costs one more (empty) poll and next-due query
+    return min(cap, (due - now).total_seconds() + WAKE_MARGIN)

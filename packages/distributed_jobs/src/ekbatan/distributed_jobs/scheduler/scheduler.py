@@ -34,6 +34,7 @@ from ekbatan.distributed_jobs.scheduler.listener import (
     SchedulerListener,
 )
 from ekbatan.distributed_jobs.scheduler.polling import (
+    WAKE_MARGIN,
     FetchStrategy,
     LockAndFetchStrategy,
     PollingStrategyConfig,
@@ -405,7 +406,7 @@ class Scheduler(SchedulerClient):
         delay = max(delay, margin)
         if delay < self.polling_interval.total_seconds():
             # A local timer for the earliest due time we know of, instead of a whole interval.
-            self.waiter.wake_by(delay + 0.001)
+            self.waiter.wake_by(delay + WAKE_MARGIN)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
