@@ -2,7 +2,9 @@
 
 * **fetch** (every dialect): read up to ``upper`` due rows, queue each; a worker claims its
   row with an optimistic ``UPDATE … WHERE version = ?`` just before running it. Candidates
-  queued by an older poll are dropped when a newer poll has happened.
+  queued by an older poll are dropped when a newer poll has happened. When claims start
+  losing to other instances, an instance reads a wider window and tries a random sample of
+  it (``contention.py``).
 * **lock-and-fetch** (PostgreSQL, MySQL 8, MariaDB ≥ 10.6): claim up to
   ``upper − queued`` rows in one go with ``FOR UPDATE SKIP LOCKED``; queued rows are already
   picked (and, until a worker starts them, not heartbeating).
@@ -21,6 +23,7 @@ from datetime import datetime, timedelta
 
 from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler.clock import Clock
+from ekbatan.distributed_jobs.scheduler.contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler.context import SchedulerState
 from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners, SchedulerEventType
@@ -106,6 +109,7 @@ class FetchStrategy:
         lower: int,
         upper: int,
         trigger: Callable[[], None],
+        contention: ClaimContention | None = None,
     ) -> None:
         self.repository = repository
         self.runner = runner
@@ -116,12 +120,16 @@ class FetchStrategy:
         self.lower = lower
         self.upper = upper
         self.trigger = trigger
+        self.contention = contention or ClaimContention(enabled=False)
         self._generation = 0
 
     def run(self) -> PollResult:
-        due = self.repository.get_due(self.clock.now(), self.upper)
+        window = self.contention.window(self.upper)
+        fetched = self.repository.get_due(self.clock.now(), window)
+        due = self.contention.choose(fetched, self.upper)
         self._generation += 1
-        batch = _Batch(self._generation, len(due), len(due) == self.upper, self.lower)
+        possibly_more = len(fetched) == window or len(due) < len(fetched)
+        batch = _Batch(self._generation, len(due), possibly_more, self.lower)
         for execution in due:
             self.pool.submit(self._job(execution, batch), self._done(batch))
         self.listeners.on_scheduler_event(SchedulerEventType.RAN_EXECUTE_DUE)
@@ -144,6 +152,7 @@ class FetchStrategy:
                 self.listeners.on_candidate_event(CandidateEventType.STALE)
                 return
             picked = self.repository.pick(candidate, self.clock.now())
+            self.contention.record(won=picked is not None)
             if picked is None:
                 log.debug("candidate %s was picked by another scheduler", candidate)
                 self.listeners.on_candidate_event(CandidateEventType.ALREADY_PICKED)

@@ -21,6 +21,7 @@ from ekbatan.distributed_jobs.scheduler.background import RepeatingLoop
 from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
 from ekbatan.distributed_jobs.scheduler.clock import Clock, SystemClock
+from ekbatan.distributed_jobs.scheduler.contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler.dead_executions import DeadExecutionDetector
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
@@ -460,6 +461,8 @@ class Scheduler(SchedulerClient):
                 self.lower_limit,
                 self.upper_limit,
                 self.trigger_check_for_due_executions,
+                # Sampling reorders rows across instances, which a priority order must not suffer.
+                ClaimContention(enabled=not self.options._priority),
             )
         self._poller = PollLoop(
             strategy, self.repository, self.clock, self, self.listeners, self.polling_interval, self.waiter
