@@ -15,7 +15,9 @@ on an Event; t0 = set the Event; poll the peer's unfinished-job count every 50 m
 reaches 0; SIGTERM the workers, SIGKILL after 5 s. Job bodies are ``async def …: pass``.
 
 ``--mode latency``: one worker idles for 1 s, then 50 jobs are enqueued one call each, job *i*
-due at ``now + 2 s + i × spacing``; each job body reports ``time.time() − due``.
+due at ``now + 2 s + i × spacing``; each job body reports ``time.time() − due``. With
+``--due-now``, job *i* is enqueued due immediately at ``now + i × spacing`` instead, and its
+latency runs from the moment the enqueue call began (through the peer's own NOTIFY wake-up).
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ async def _enqueue_bulk(peer: str, base: str, db: str, jobs: int) -> float:
 
 
 async def _enqueue_spaced(
-    peer: str, base: str, db: str, tasks: int, first: float, spacing: float
+    peer: str, base: str, db: str, tasks: int, first: float, spacing: float, due_now: bool = False
 ) -> list[float]:
     from datetime import timedelta
 
@@ -120,8 +122,14 @@ async def _enqueue_spaced(
         conn = await asyncpg.connect(_pg_url(base, db))
         try:
             q = Queries.from_asyncpg_connection(conn)
-            for due in dues:
-                await q.enqueue("noop", str(due).encode(), 0, timedelta(seconds=due - time.time()))
+            if due_now:
+                for i in range(tasks):
+                    await asyncio.sleep(max(0.0, began + i * spacing - time.time()))
+                    called = time.time()
+                    await q.enqueue("noop", str(called).encode(), 0)
+            else:
+                for due in dues:
+                    await q.enqueue("noop", str(due).encode(), 0, timedelta(seconds=due - time.time()))
         finally:
             await conn.close()
     else:
@@ -265,7 +273,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             processes, pipes, go = _start(args.peer, args.pg, db, 1, args.concurrency, True)
             go.set()
             time.sleep(1.0)
-            asyncio.run(_enqueue_spaced(args.peer, args.pg, db, args.tasks, args.first_due, args.spacing))
+            asyncio.run(
+                _enqueue_spaced(
+                    args.peer, args.pg, db, args.tasks, args.first_due, args.spacing, args.due_now
+                )
+            )
             samples: list[float] = []
             deadline = time.monotonic() + args.first_due + args.tasks * args.spacing + args.timeout
             while len(samples) < args.tasks and time.monotonic() < deadline:
@@ -303,6 +315,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tasks", type=int, default=50)
     p.add_argument("--first-due", type=float, default=2.0)
     p.add_argument("--spacing", type=float, default=0.5)
+    p.add_argument("--due-now", action="store_true", help="latency: enqueue each job due immediately")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--pg", default="host=127.0.0.1 port=5432 user=postgres")
     return p.parse_args(argv)

@@ -80,8 +80,10 @@ def throughput_command(settings: Settings, peer: str, procs: int, jobs: int) -> 
     ]
 
 
-def latency_command(settings: Settings, peer: str, tasks: int, spacing: float) -> list[str]:
-    return [
+def latency_command(
+    settings: Settings, peer: str, tasks: int, spacing: float, due_now: bool = False
+) -> list[str]:
+    cmd = [
         str(peers_python(settings)),
         str(RUNNER),
         "--peer",
@@ -99,6 +101,7 @@ def latency_command(settings: Settings, peer: str, tasks: int, spacing: float) -
         "--pg",
         PG_BASE,
     ]
+    return [*cmd, "--due-now"] if due_now else cmd
 
 
 def run_command(cmd: list[str], timeout: float) -> dict[str, Any]:
@@ -128,9 +131,10 @@ def plan(settings: Settings) -> list[tuple[str, int, list[str]]]:
     return out
 
 
-def latency(settings: Settings, tasks: int, spacing: float) -> dict[str, Any]:
-    """pgqueuer's idle latency (the baseline of the latency benchmark)."""
-    cmd = latency_command(settings, "pgqueuer", tasks, spacing)
+def latency(settings: Settings, tasks: int, spacing: float, due_now: bool = False) -> dict[str, Any]:
+    """pgqueuer's idle latency (the baseline of the latency benchmark): jobs enqueued 2 s ahead,
+    or (``due_now``) due at once, timed from the enqueue call."""
+    cmd = latency_command(settings, "pgqueuer", tasks, spacing, due_now)
     if not venv_ready(settings):
         return {"status": "unavailable", "command": cmd}
     out = run_command(cmd, timeout=2 + tasks * spacing + 120)

@@ -133,12 +133,16 @@ def goals(d: dict[str, Any]) -> list[str]:
                     _ratio(10.0, r["p95_ms"]),
                 )
     pgq = d.get("latency", {}).get("pgqueuer", {})
+    pgq_now = d.get("latency", {}).get("pgqueuer_now") or {}
     for r in _lat(d, "postgres", source="now"):
+        # Like with like: pgqueuer's jobs enqueued due now, timed from the enqueue call as ours
+        # are; its 2 s-ahead figure (no enqueue commit in it) is shown beside it.
+        base = pgq_now.get("p95_ms") or pgq.get("p95_ms")
         add(
             f"latency PG, due-now from another process ({r['strategy']}): p95 ≤ pgqueuer's p95",
             f"p95 {_f(r['p95_ms'], 1)} ms",
-            f"pgqueuer p95 {_f(pgq.get('p95_ms'), 1)} ms",
-            _ratio(pgq.get("p95_ms"), r["p95_ms"]),
+            f"pgqueuer due-now p95 {_f(pgq_now.get('p95_ms'), 1)} ms (2 s ahead: {_f(pgq.get('p95_ms'), 1)} ms)",
+            _ratio(base, r["p95_ms"]),
         )
     for dialect in ("mariadb", "sqlite"):
         for r in _lat(d, dialect):
@@ -158,13 +162,26 @@ def goals(d: dict[str, Any]) -> list[str]:
                     _ratio(limit, r["p95_ms"]),
                 )
     fetch_rows = [r for r in _tp(d, "postgres", strategy="fetch") if r.get("exec_per_xact")]
-    if fetch_rows:
-        worst = min(fetch_rows, key=lambda r: r["exec_per_xact"])
+    batched = [r for r in fetch_rows if not r.get("strict")]
+    if batched:
+        worst = min(batched, key=lambda r: r["exec_per_xact"])
         add(
-            "fetch strategy: executions per DB transaction ≥ 0.5 (db-scheduler's)",
+            "fetch strategy (default batched completions): executions per DB transaction ≥ 0.5 (db-scheduler's ideal)",
             f"{worst['exec_per_xact']:.2f} (worst: {worst['label']})",
             "0.5",
             _ratio(worst["exec_per_xact"], 0.5),
+        )
+    strict_rows = [r for r in fetch_rows if r.get("strict")]
+    if strict_rows:
+        # Strict mode is db-scheduler's own write pattern (claim + delete, two commits per
+        # execution), so 0.5 is its ceiling before any poll; compare with what db-scheduler
+        # itself measured with 4 instances (spec §13: 2000/9000, 2560/11000, 4000/22000).
+        worst = min(strict_rows, key=lambda r: r["exec_per_xact"])
+        add(
+            "fetch strategy, strict mode: executions per DB transaction ≥ db-scheduler's measured (4 instances)",
+            f"{worst['exec_per_xact']:.2f} (worst: {worst['label']}; ceiling of the pattern 0.5)",
+            "0.23 (db-scheduler's best published 4-instance figure)",
+            _ratio(worst["exec_per_xact"], 0.23),
         )
     for dialect, per in d.get("scale", {}).get("dialects", {}).items():
         ratios = {k: v for k, v in per.get("ratios", {}).items() if k.endswith("_ms") and v}
@@ -316,6 +333,7 @@ def section_latency(d: dict[str, Any]) -> list[str]:
     if not lat:
         return []
     pgq = lat.get("pgqueuer", {})
+    pgq_now = lat.get("pgqueuer_now") or {}
     out = [
         "## 4. Latency on an idle system (due time → handler start)",
         "",
@@ -324,7 +342,10 @@ def section_latency(d: dict[str, Any]) -> list[str]:
         "Source `self` = scheduled through the scheduler (its process knows the due time), `other` = "
         "scheduled by another process, `now` = another process schedules a task due immediately. "
         f"Baseline: pgqueuer {pgq.get('version') or ''} measured the same way in the same run: "
-        f"p50 {_f(pgq.get('p50_ms'), 1)} ms, p95 {_f(pgq.get('p95_ms'), 1)} ms (status {pgq.get('status')}).",
+        f"p50 {_f(pgq.get('p50_ms'), 1)} ms, p95 {_f(pgq.get('p95_ms'), 1)} ms (status {pgq.get('status')}); "
+        f"due-now (timed from the enqueue call, compared with the `now` rows): p50 {_f(pgq_now.get('p50_ms'), 1)} ms, "
+        f"p95 {_f(pgq_now.get('p95_ms'), 1)} ms (status {pgq_now.get('status', 'not measured')}). "
+        "The scheduling process uses a pooled connection opened beforehand.",
         "",
     ]
     rows = []
@@ -340,11 +361,27 @@ def section_latency(d: dict[str, Any]) -> list[str]:
                     _f(r["p50_ms"], 1),
                     f"**{_f(r['p95_ms'], 1)}**",
                     _f(r["max_ms"], 1),
-                    _r(_ratio(r["p95_ms"], pgq.get("p95_ms"))),
+                    _r(
+                        _ratio(
+                            r["p95_ms"],
+                            (pgq_now if r["source"] == "now" else pgq).get("p95_ms") or pgq.get("p95_ms"),
+                        )
+                    ),
                 ]
             )
     out += _table(
-        ["db", "strategy", "polling", "source", "n", "p50 ms", "p95 ms", "max ms", "p95 ÷ pgqueuer p95"], rows
+        [
+            "db",
+            "strategy",
+            "polling",
+            "source",
+            "n",
+            "p50 ms",
+            "p95 ms",
+            "max ms",
+            "p95 ÷ pgqueuer p95 (same source)",
+        ],
+        rows,
     )
     return [*out, ""]
 

@@ -23,9 +23,13 @@ TASK = Tasks.one_time("t").execute(lambda instance, ctx: None)
 
 
 def test_due_times_survive_the_notification_payload():
-    instant = datetime(2026, 11, 30, 4, 20, 1, 123000, tzinfo=UTC)
-    assert decode_due(encode_due(instant)) == instant
+    instant = datetime(2026, 11, 30, 4, 20, 1, 123456, tzinfo=UTC)
+    assert decode_due(encode_due(instant)) == instant  # to the microsecond: no early wake-up
+    assert decode_due(encode_due(datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC))) == datetime(
+        1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC
+    )
     assert decode_due("not a number") is None
+    assert decode_due("9" * 30) is None  # out of range: ignored, polling still finds the row
 
 
 @pytest.mark.dialects("postgres")

@@ -1,6 +1,6 @@
 """Wake-ups across processes on PostgreSQL: ``LISTEN/NOTIFY`` as a hint, never as the truth.
 
-Whoever schedules through this engine on PostgreSQL sends ``pg_notify(channel, <due epoch ms>)``
+Whoever schedules through this engine on PostgreSQL sends ``pg_notify(channel, <due epoch µs>)``
 inside the scheduling transaction — delivered at commit, dropped on rollback. Each scheduler
 keeps one dedicated connection listening and, on a notification, pulls its poller's next
 wake-up forward to that due time. Missed notifications (a reconnect, a pooler that does not
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,6 +20,7 @@ import sqlalchemy as sa
 log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def channel_for(table_name: str) -> str:
@@ -36,12 +37,14 @@ def channel_for(table_name: str) -> str:
 
 
 def encode_due(instant: datetime) -> str:
-    return str(int((instant - _EPOCH).total_seconds() * 1000))
+    # Whole microseconds, exact: a due time rounded down (to milliseconds, say) would wake the
+    # poller just before the row is due, costing an empty poll and a second wake-up.
+    return str((instant - _EPOCH) // _MICROSECOND)
 
 
 def decode_due(payload: str) -> datetime | None:
     try:
-        return datetime.fromtimestamp(int(payload) / 1000, UTC)
+        return _EPOCH + int(payload) * _MICROSECOND
     except (TypeError, ValueError, OverflowError):
         return None
 
