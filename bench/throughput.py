@@ -72,16 +72,19 @@ def matrix(settings: Settings, dialect: str) -> list[dict[str, Any]]:
         configs = [c for c in configs if c["threads"] == 10]
     # lock-and-fetch claims up to upper × threads rows per statement (default 1.0 × threads):
     # the same 10 threads claiming up to 100 rows at a time shows what the claim size is worth
-    for procs in procs_list:
-        configs.append(
-            {
-                "strategy": "lock_and_fetch",
-                "threads": 10,
-                "procs": procs,
-                "strict": False,
-                "fractions": (0.5, 10.0),
-            }
-        )
+    # ... in both modes: strict mode claiming 100 at a time is exactly the ceiling's
+    # db-scheduler pattern (claim 100, then one autocommit DELETE per execution)
+    for strict in (False, True):
+        for procs in procs_list:
+            configs.append(
+                {
+                    "strategy": "lock_and_fetch",
+                    "threads": 10,
+                    "procs": procs,
+                    "strict": strict,
+                    "fractions": (0.5, 10.0),
+                }
+            )
     return configs
 
 
