@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect
+from ekbatan.distributed_jobs.scheduler.driver_statements import DriverStatement, driver_path_available
 from ekbatan.distributed_jobs.scheduler.errors import (
     ExecutionError,
     FailedToScheduleBatchError,
@@ -162,6 +163,10 @@ class TaskRepository:
         self.priority_enabled = priority_enabled
         self._statements: dict[tuple[str, str, int], sa.TextClause] = {}
         self._prepare_statements()
+        # The two statements run once per execution; on PostgreSQL they may skip SQLAlchemy.
+        direct = driver_path_available(engine)
+        self._driver_pick = DriverStatement(engine, self._sql_pick.text) if direct else None
+        self._driver_remove = DriverStatement(engine, self._sql_remove.text) if direct else None
 
     # ------------------------------------------------------------------ statements
     def _prepare_statements(self) -> None:
@@ -295,6 +300,15 @@ class TaskRepository:
         round trips (BEGIN, COMMIT) around every single-statement write.
         """
         return self._autocommit.connect() if self._autocommit is not None else self.engine.begin()
+
+    def _single_rowcount(
+        self, statement: sa.TextClause, driver: DriverStatement | None, params: dict[str, Any]
+    ) -> int:
+        """Run one single-statement write in its own commit; its row count."""
+        if driver is not None and driver.usable:
+            return driver.rowcount(params)
+        with self._one() as conn:
+            return conn.execute(statement, params).rowcount
 
     @contextmanager
     def _reading(self) -> Iterator[sa.Connection]:
@@ -441,8 +455,7 @@ class TaskRepository:
             "task_instance": execution.instance_id,
             "version": execution.version,
         }
-        with self._one() as conn:
-            count = conn.execute(self._sql_pick, params).rowcount
+        count = self._single_rowcount(self._sql_pick, self._driver_pick, params)
         if count == 0:
             return None
         if count > 1:
@@ -550,11 +563,10 @@ class TaskRepository:
 
     # ------------------------------------------------------------------ completion
     def remove(self, execution: Execution, connection: ConnectionLike | None = None) -> None:
-        with self._tx(connection, single=True) as conn:
-            count = conn.execute(
-                self._sql_remove,
-                versioned_key(execution),
-            ).rowcount
+        if connection is None:
+            count = self._single_rowcount(self._sql_remove, self._driver_remove, versioned_key(execution))
+        else:
+            count = as_connection(connection).execute(self._sql_remove, versioned_key(execution)).rowcount
         expect_one_row(count, "remove", execution)
 
     def remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
@@ -564,11 +576,7 @@ class TaskRepository:
     def _remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         if len(executions) == 1:
             e = executions[0]
-            with self._one() as conn:
-                count = conn.execute(
-                    self._sql_remove,
-                    versioned_key(e),
-                ).rowcount
+            count = self._single_rowcount(self._sql_remove, self._driver_remove, versioned_key(e))
             return {(e.task_name, e.instance_id)} if count == 1 else set()
         if self.dialect.supports_delete_returning:
             with self._one() as conn:
