@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from ekbatan.distributed_jobs.scheduler import SystemClock, Tasks
+from ekbatan.distributed_jobs.scheduler import Scheduler, SystemClock, Tasks
 from ekbatan.distributed_jobs.scheduler.contention import MAX_SPREAD, ClaimContention
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 from ekbatan.distributed_jobs.scheduler.listener import Listeners
@@ -133,15 +133,20 @@ def strategy(engine, name: str, seed: int) -> tuple[FetchStrategy, _QueueingPool
     return fetch, pool, runner
 
 
-def test_an_instance_that_lost_its_claims_samples_a_wider_window_on_the_real_table(engine, dialect):
+def seed_due_rows(engine, n: int) -> None:
+    """``n`` due rows of TASK, named 000, 001, … in due order (one millisecond apart)."""
     base = datetime.now(UTC) - timedelta(hours=1)
     writer = TaskRepository(engine, resolve_dialect(engine), TaskResolver([TASK]), picked_by="writer")
     writer.create_batch(
         [
-            NewExecution(TASK.name, instance_name(i), base + timedelta(seconds=i), None, None)
-            for i in range(40)
+            NewExecution(TASK.name, instance_name(i), base + timedelta(milliseconds=i), None, None)
+            for i in range(n)
         ]
     )
+
+
+def test_an_instance_that_lost_its_claims_samples_a_wider_window_on_the_real_table(engine, dialect):
+    seed_due_rows(engine, 40)
     a, a_pool, a_runner = strategy(engine, "a", seed=1)
     b, b_pool, b_runner = strategy(engine, "b", seed=2)
 
@@ -171,14 +176,7 @@ def test_an_instance_that_lost_its_claims_samples_a_wider_window_on_the_real_tab
 
 
 def test_two_instances_contending_in_fetch_mode_still_run_everything_once(engine, dialect):
-    writer = TaskRepository(engine, resolve_dialect(engine), TaskResolver([TASK]), picked_by="writer")
-    base = datetime.now(UTC) - timedelta(minutes=5)
-    writer.create_batch(
-        [
-            NewExecution(TASK.name, instance_name(i), base + timedelta(milliseconds=i), None, None)
-            for i in range(300)
-        ]
-    )
+    seed_due_rows(engine, 300)
     a, a_pool, a_runner = strategy(engine, "a", seed=3)
     b, b_pool, b_runner = strategy(engine, "b", seed=4)
     # Interleave polls so both keep contending for the same head: each poll's queue is run only
@@ -193,3 +191,34 @@ def test_two_instances_contending_in_fetch_mode_still_run_everything_once(engine
     ran = a_runner.ran + b_runner.ran
     assert sorted(ran) == [instance_name(i) for i in range(300)]
     assert b.contention.spread > 1  # b kept losing to a at first, so it spread out
+
+
+def test_a_widened_poll_reports_more_rows_only_when_it_left_some_behind(engine, dialect):
+    seed_due_rows(engine, 15)
+    fetch, pool, runner = strategy(engine, "wide", seed=5)
+    fetch.contention.spread = 2  # as if its claims had been losing: reads up to 20 rows
+
+    # 15 rows come back (fewer than the window of 20), 10 are queued: 5 were left behind
+    result = fetch.run()
+    assert (result.fetched, result.possibly_more) == (10, True)
+    pool.drain()
+    # the 5 left over come back, fewer than `upper`: all queued, nothing more to fetch early
+    result = fetch.run()
+    assert (result.fetched, result.possibly_more) == (5, False)
+    pool.drain()
+    assert sorted(runner.ran) == [instance_name(i) for i in range(15)]
+
+
+def test_priority_turns_sampling_off(engine, built, dialect):
+    scheduler = (
+        Scheduler.create(engine, TASK).enable_priority().polling_interval(timedelta(minutes=1)).build()
+    )
+    built.append(scheduler)
+    scheduler.start()
+    assert scheduler._poller.strategy.contention.enabled is False
+    plain = (
+        Scheduler.create(engine, TASK).polling_interval(timedelta(minutes=1)).scheduler_name("plain").build()
+    )
+    built.append(plain)
+    plain.start()
+    assert plain._poller.strategy.contention.enabled is True

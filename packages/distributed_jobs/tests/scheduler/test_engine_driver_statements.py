@@ -53,9 +53,17 @@ def remaining(engine: sa.Engine) -> int:
 
 
 @pytest.mark.dialects("postgres")
-def test_claims_and_deletes_go_through_the_driver_and_keep_their_version_guard(engine, dialect):
+def test_claims_and_deletes_go_through_the_driver_and_keep_their_version_guard(engine, dialect, monkeypatch):
     repo = repository(engine)
     assert repo._driver_pick is not None and repo._driver_pick.usable
+    calls: list[str] = []
+    through_driver = DriverStatement.rowcount
+
+    def counted(self, params):
+        calls.append(self.sql.split()[0])
+        return through_driver(self, params)
+
+    monkeypatch.setattr(DriverStatement, "rowcount", counted)
     first, second = claimed(repo, 2)
     repo.remove(first)
     with pytest.raises(ExecutionError, match="another writer changed it first"):
@@ -71,6 +79,30 @@ def test_claims_and_deletes_go_through_the_driver_and_keep_their_version_guard(e
     assert repo.pick(candidate, datetime.now(UTC)) is None  # stale version: nothing claimed
     stored = repo.get_execution(TASK.name, "p")
     assert (stored.picked, stored.picked_by, stored.version) == (True, "direct", picked.version)
+    assert calls == ["DELETE", "DELETE", "DELETE", "UPDATE", "UPDATE"]
+
+
+@pytest.mark.dialects("postgres")
+@pytest.mark.parametrize(
+    "watch",
+    [
+        lambda e: event.listen(e, "before_execute", lambda *a: None),
+        lambda e: event.listen(e, "after_cursor_execute", lambda *a: None),
+        lambda e: event.listen(e, "handle_error", lambda *a: None),
+        lambda e: event.listen(e, "do_execute", lambda *a: None),
+        lambda e: setattr(e, "echo", True),
+    ],
+    ids=["before_execute", "after_cursor_execute", "handle_error", "do_execute", "echo"],
+)
+def test_anything_watching_statements_turns_the_driver_path_off(database, dialect, watch):
+    engine = database.engine()
+    try:
+        statement = DriverStatement(engine, "SELECT 1")
+        assert statement.usable
+        watch(engine)
+        assert not statement.usable
+    finally:
+        engine.dispose()
 
 
 @pytest.mark.dialects("postgres")
@@ -95,22 +127,57 @@ def test_driver_errors_surface_as_sqlalchemy_errors_and_the_connection_stays_usa
     assert getattr(raised.value.orig, "sqlstate", None) == "42P01"  # undefined table
     assert not raised.value.connection_invalidated
     assert DriverStatement(engine, "SELECT 1 WHERE :x = 1").rowcount({"x": 1}) == 1
+    # back in the pool as it came: not in autocommit, no transaction left open
+    with engine.connect() as conn:
+        driver = conn.connection.driver_connection
+        assert driver.autocommit is False
+        assert driver.info.transaction_status.name == "IDLE"
 
 
 @pytest.mark.dialects("postgres")
-def test_a_connection_killed_under_the_driver_path_is_invalidated_not_reused(database, dialect):
-    engine = database.engine(pool_size=1, max_overflow=0)
+def test_an_autocommit_engine_keeps_autocommit_after_the_driver_path(database, dialect):
+    engine = database.engine(isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
     try:
         with engine.connect() as conn:
-            pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+            conn.execute(sa.text("CREATE TABLE kept (id int)"))
+        assert DriverStatement(engine, "SELECT 1 WHERE :x = 1").rowcount({"x": 1}) == 1
+        with engine.connect() as conn:  # no commit: the engine autocommits
+            conn.execute(sa.text("INSERT INTO kept VALUES (1)"))
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM kept")).scalar_one() == 1
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.dialects("postgres")
+def test_an_unreachable_server_at_checkout_is_a_sqlalchemy_error(dialect):
+    engine = sa.create_engine("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
+    try:
+        with pytest.raises(DBAPIError):
+            DriverStatement(engine, "SELECT 1 WHERE :x = 1").rowcount({"x": 1})
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.dialects("postgres")
+def test_killed_connections_invalidate_the_whole_pool_once_as_sqlalchemy_does(database, dialect):
+    engine = database.engine(pool_size=3, max_overflow=0)
+    try:
+        held = [engine.connect() for _ in range(3)]
+        pids = [c.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() for c in held]
+        for c in held:
+            c.close()
         killer = database.engine(poolclass=sa.NullPool)
         with killer.connect() as conn:
-            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            for pid in pids:
+                conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
         killer.dispose()
         statement = DriverStatement(engine, "SELECT 1 WHERE :x = 1")
         with pytest.raises(DBAPIError) as raised:
             statement.rowcount({"x": 1})
         assert raised.value.connection_invalidated
-        assert statement.rowcount({"x": 1}) == 1  # a fresh connection replaced the dead one
+        assert getattr(raised.value.orig, "sqlstate", None) == "57P01"  # the real cause, not a follow-up
+        # the other two dead connections were recycled with it: the next calls all succeed
+        assert [statement.rowcount({"x": 1}) for _ in range(3)] == [1, 1, 1]
     finally:
         engine.dispose()

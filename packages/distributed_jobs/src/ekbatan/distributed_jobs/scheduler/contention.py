@@ -12,7 +12,8 @@ This module keeps the fetch protocol (claim each row just before it runs, guarde
 it reads a wider window of the oldest due rows (``spread × upper``) and tries a random sample
 of ``upper`` of them, kept in their due order. Instances that sample independently collide
 rarely. The window widens while claims keep losing and narrows again when they stop, so a
-lone instance (which never loses a claim) behaves exactly as before.
+lone instance (which loses a claim only to a cancel, a reschedule or a race with its own next
+poll) keeps the plain window.
 """
 
 from __future__ import annotations

@@ -9,12 +9,13 @@ processes sharing a few cores run out of. So on PostgreSQL these statements go t
 pooled DBAPI connection directly, with three guards:
 
 * psycopg only (the statements are rewritten to its placeholders);
-* only while nobody listens to the engine's cursor events: tracing, statement counters and
-  ``handle_error`` hooks see every statement, because with any such listener the ordinary
-  SQLAlchemy path is taken;
+* only while nothing watches the engine's statements (execute or cursor listeners,
+  ``handle_error`` or ``do_execute`` hooks, ``echo``): tracing, statement counters and SQL
+  logs see every statement, because with any of them the ordinary SQLAlchemy path is taken;
 * a driver error is raised as SQLAlchemy's ``DBAPIError``, as the SQLAlchemy path would raise
-  it (deadlock retries and failure handling do not tell the two paths apart), and a connection
-  the dialect finds disconnected is invalidated instead of going back to the pool.
+  it (deadlock retries and failure handling do not tell the two paths apart); on a
+  disconnect the pool is invalidated as SQLAlchemy does it, and the connection goes back to
+  the pool with the autocommit setting it came with.
 """
 
 from __future__ import annotations
@@ -49,35 +50,64 @@ class DriverStatement:
 
     @property
     def usable(self) -> bool:
-        """False while any cursor-level event listener is registered on the engine."""
-        dispatch = self._engine.dispatch
+        """False while anything watches the engine's statements: execute or cursor listeners,
+        ``handle_error`` or ``do_execute`` hooks, or SQL echo."""
+        engine = self._engine
+        dispatch, dialect_dispatch = engine.dispatch, engine.dialect.dispatch
         return not (
-            dispatch.before_cursor_execute
+            engine.echo
+            or dispatch.before_execute
+            or dispatch.after_execute
+            or dispatch.before_cursor_execute
             or dispatch.after_cursor_execute
-            or self._engine.dialect.dispatch.handle_error
+            or dialect_dispatch.handle_error
+            or dialect_dispatch.do_execute
         )
 
     def rowcount(self, params: Mapping[str, Any]) -> int:
-        raw = self._engine.raw_connection()
+        engine = self._engine
+        dbapi_error = engine.dialect.loaded_dbapi.Error
         try:
-            driver = raw.driver_connection
-            try:
-                driver.autocommit = True
-                try:
-                    return driver.execute(self.sql, params).rowcount
-                finally:
-                    driver.autocommit = False
-            except self._engine.dialect.loaded_dbapi.Error as exc:
-                disconnected = self._engine.dialect.is_disconnect(exc, raw.dbapi_connection, None)
-                if disconnected:
-                    raw.invalidate(exc)
-                raise DBAPIError.instance(
-                    self.sql,
-                    dict(params),
-                    exc,
-                    self._engine.dialect.loaded_dbapi.Error,
-                    connection_invalidated=disconnected,
-                    dialect=self._engine.dialect,
-                ) from exc
+            raw = engine.raw_connection()
+        except dbapi_error as exc:  # the server is unreachable: as SQLAlchemy would raise it
+            raise DBAPIError.instance(
+                None, None, exc, dbapi_error, hide_parameters=engine.hide_parameters, dialect=engine.dialect
+            ) from exc
+        try:
+            return self._run(raw, params)
+        except dbapi_error as exc:
+            disconnected = engine.dialect.is_disconnect(exc, raw.dbapi_connection, None)
+            if disconnected:
+                # As SQLAlchemy does: this connection and every older one in the pool are
+                # stale after a server restart, not only the one that noticed.
+                engine.pool._invalidate(raw, exc)
+            raise DBAPIError.instance(
+                self.sql,
+                dict(params),
+                exc,
+                dbapi_error,
+                hide_parameters=engine.hide_parameters,
+                connection_invalidated=disconnected,
+                dialect=engine.dialect,
+            ) from exc
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # interrupted mid-statement: state unknown
+                raw.invalidate(exc)
+            raise
         finally:
             raw.close()
+
+    def _run(self, raw: Any, params: Mapping[str, Any]) -> int:
+        driver = raw.driver_connection
+        was_autocommit = driver.autocommit
+        if not was_autocommit:
+            driver.autocommit = True
+        try:
+            with driver.cursor() as cursor:
+                cursor.execute(self.sql, params)
+                return cursor.rowcount
+        finally:
+            # Back as the pool handed it over (an AUTOCOMMIT engine keeps its autocommit). A
+            # broken connection is left alone: touching it would hide the statement's error.
+            if not was_autocommit and not driver.broken and not driver.closed:
+                driver.autocommit = False
