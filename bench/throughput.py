@@ -145,16 +145,17 @@ def run_once(
 def summarize(cfg: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     row = {**cfg, "label": config_label(cfg), "runs": runs}
     # a run that did not drain every row (failed completions, a stall) is reported, not averaged
-    good = [r for r in runs if r["left"] == 0 and not r["errors"]] or runs
+    complete = [r for r in runs if r["left"] == 0 and not r["errors"]]
+    good = complete or runs
     row["exec_per_s"] = median([r["exec_per_s"] for r in good])
-    row["incomplete_runs"] = len(runs) - len([r for r in runs if r["left"] == 0 and not r["errors"]])
+    row["incomplete_runs"] = len(runs) - len(complete)
     for key in ("commits_per_exec", "xacts_per_exec", "exec_per_xact"):
         vals = [r[key] for r in good if key in r]
         if vals:
             row[key] = median(vals)
     peaks = [max(p for p in r["rss_peak_kb"] if p) for r in runs if any(r["rss_peak_kb"])]
     row["rss_peak_mb"] = round(max(peaks) / 1024, 1) if peaks else None
-    row["complete"] = all(r["left"] == 0 and not r["errors"] for r in runs)
+    row["complete"] = len(complete) == len(runs)
     return row
 
 

@@ -38,6 +38,18 @@ def test_only_postgresql_with_psycopg_takes_the_driver_path():
     assert not driver_path_available(sa.create_engine("sqlite://"))
 
 
+def test_other_dialects_keep_every_statement_on_sqlalchemy(engine, dialect):
+    repo = repository(engine)
+    assert bool(repo._direct) is (dialect == "postgres")
+    repo.create_batch([NewExecution(TASK.name, "only", NOW, None, None)])
+    (candidate,) = repo.get_due(datetime.now(UTC), 10)
+    picked = repo.pick(candidate, datetime.now(UTC))  # whichever path: one version-guarded claim
+    assert picked is not None
+    assert repo.pick(candidate, datetime.now(UTC)) is None
+    repo.remove(picked)  # … and one version-guarded delete
+    assert remaining(engine) == 0
+
+
 def repository(engine: sa.Engine) -> TaskRepository:
     return TaskRepository(engine, resolve_dialect(engine), TaskResolver([TASK]), picked_by="direct")
 
@@ -55,7 +67,8 @@ def remaining(engine: sa.Engine) -> int:
 @pytest.mark.dialects("postgres")
 def test_claims_and_deletes_go_through_the_driver_and_keep_their_version_guard(engine, dialect, monkeypatch):
     repo = repository(engine)
-    assert repo._driver_pick is not None and repo._driver_pick.usable
+    assert set(repo._direct) == {repo._sql_pick, repo._sql_remove}
+    assert all(driver.usable for driver in repo._direct.values())
     calls: list[str] = []
     through_driver = DriverStatement.rowcount
 
@@ -113,7 +126,7 @@ def test_a_cursor_listener_sees_every_statement_because_the_driver_path_steps_as
     event.listen(
         engine, "before_cursor_execute", lambda conn, cursor, statement, *rest: seen.append(statement)
     )
-    assert not repo._driver_remove.usable
+    assert not repo._direct[repo._sql_remove].usable
     repo.remove(executions[0])
     assert any(s.startswith("DELETE FROM scheduled_tasks") for s in seen)
     assert remaining(engine) == 0

@@ -109,7 +109,7 @@ class FetchStrategy:
         lower: int,
         upper: int,
         trigger: Callable[[], None],
-        contention: ClaimContention | None = None,
+        contention: ClaimContention,
     ) -> None:
         self.repository = repository
         self.runner = runner
@@ -120,7 +120,7 @@ class FetchStrategy:
         self.lower = lower
         self.upper = upper
         self.trigger = trigger
-        self.contention = contention or ClaimContention(enabled=False)
+        self.contention = contention
         self._generation = 0
 
     def run(self) -> PollResult:

@@ -164,9 +164,11 @@ class TaskRepository:
         self._statements: dict[tuple[str, str, int], sa.TextClause] = {}
         self._prepare_statements()
         # The two statements run once per execution; on PostgreSQL they may skip SQLAlchemy.
-        direct = driver_path_available(engine)
-        self._driver_pick = DriverStatement(engine, self._sql_pick.text) if direct else None
-        self._driver_remove = DriverStatement(engine, self._sql_remove.text) if direct else None
+        self._direct: dict[sa.TextClause, DriverStatement] = (
+            {sql: DriverStatement(engine, sql.text) for sql in (self._sql_pick, self._sql_remove)}
+            if driver_path_available(engine)
+            else {}
+        )
 
     # ------------------------------------------------------------------ statements
     def _prepare_statements(self) -> None:
@@ -301,10 +303,9 @@ class TaskRepository:
         """
         return self._autocommit.connect() if self._autocommit is not None else self.engine.begin()
 
-    def _single_rowcount(
-        self, statement: sa.TextClause, driver: DriverStatement | None, params: dict[str, Any]
-    ) -> int:
+    def _single_rowcount(self, statement: sa.TextClause, params: dict[str, Any]) -> int:
         """Run one single-statement write in its own commit; its row count."""
+        driver = self._direct.get(statement)
         if driver is not None and driver.usable:
             return driver.rowcount(params)
         with self._one() as conn:
@@ -455,7 +456,7 @@ class TaskRepository:
             "task_instance": execution.instance_id,
             "version": execution.version,
         }
-        count = self._single_rowcount(self._sql_pick, self._driver_pick, params)
+        count = self._single_rowcount(self._sql_pick, params)
         if count == 0:
             return None
         if count > 1:
@@ -564,7 +565,7 @@ class TaskRepository:
     # ------------------------------------------------------------------ completion
     def remove(self, execution: Execution, connection: ConnectionLike | None = None) -> None:
         if connection is None:
-            count = self._single_rowcount(self._sql_remove, self._driver_remove, versioned_key(execution))
+            count = self._single_rowcount(self._sql_remove, versioned_key(execution))
         else:
             count = as_connection(connection).execute(self._sql_remove, versioned_key(execution)).rowcount
         expect_one_row(count, "remove", execution)
@@ -576,7 +577,7 @@ class TaskRepository:
     def _remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         if len(executions) == 1:
             e = executions[0]
-            count = self._single_rowcount(self._sql_remove, self._driver_remove, versioned_key(e))
+            count = self._single_rowcount(self._sql_remove, versioned_key(e))
             return {(e.task_name, e.instance_id)} if count == 1 else set()
         if self.dialect.supports_delete_returning:
             with self._one() as conn:
