@@ -19,6 +19,7 @@ from ekbatan.distributed_jobs.scheduler.driver_statements import (
 )
 from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler.wakeups import channel_for
 
 TASK = Tasks.one_time("direct").execute(lambda instance, ctx: None)
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -59,6 +60,19 @@ def claimed(repo: TaskRepository, n: int):
     return repo.lock_and_fetch(datetime.now(UTC), n)
 
 
+def driver_calls(monkeypatch) -> list[str]:
+    """The first SQL word of every statement that goes through the driver path from now on."""
+    calls: list[str] = []
+    through_driver = DriverStatement.rowcount
+
+    def counted(self, params):
+        calls.append(self.sql.split()[0])
+        return through_driver(self, params)
+
+    monkeypatch.setattr(DriverStatement, "rowcount", counted)
+    return calls
+
+
 def remaining(engine: sa.Engine) -> int:
     with engine.connect() as conn:
         return conn.execute(sa.text("SELECT count(*) FROM scheduled_tasks")).scalar_one()
@@ -69,14 +83,7 @@ def test_claims_and_deletes_go_through_the_driver_and_keep_their_version_guard(e
     repo = repository(engine)
     assert set(repo._direct) == {repo._sql_pick, repo._sql_remove}
     assert all(driver.usable for driver in repo._direct.values())
-    calls: list[str] = []
-    through_driver = DriverStatement.rowcount
-
-    def counted(self, params):
-        calls.append(self.sql.split()[0])
-        return through_driver(self, params)
-
-    monkeypatch.setattr(DriverStatement, "rowcount", counted)
+    calls = driver_calls(monkeypatch)
     first, second = claimed(repo, 2)
     repo.remove(first)
     with pytest.raises(ExecutionError, match="another writer changed it first"):
@@ -194,3 +201,22 @@ def test_killed_connections_invalidate_the_whole_pool_once_as_sqlalchemy_does(da
         assert [statement.rowcount({"x": 1}) for _ in range(3)] == [1, 1, 1]
     finally:
         engine.dispose()
+
+
+@pytest.mark.dialects("postgres")
+def test_scheduling_one_execution_with_its_notification_goes_through_the_driver(engine, dialect, monkeypatch):
+    repo = TaskRepository(
+        engine,
+        resolve_dialect(engine),
+        TaskResolver([TASK]),
+        picked_by="direct",
+        notify_channel=channel_for("scheduled_tasks"),
+    )
+    calls = driver_calls(monkeypatch)
+    new = NewExecution(TASK.name, "once", NOW, None, None)
+    assert repo.create_if_not_exists(new) is True
+    assert repo.create_if_not_exists(new) is False, "the second insert finds the row: no notification"
+    with engine.connect() as conn, conn.begin():  # the caller's transaction stays on SQLAlchemy
+        assert repo.create_if_not_exists(NewExecution(TASK.name, "in-tx", NOW, None, None), conn) is True
+    assert calls == ["WITH", "WITH"]
+    assert remaining(engine) == 2

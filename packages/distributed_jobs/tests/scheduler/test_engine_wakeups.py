@@ -10,12 +10,17 @@ import pytest
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import Scheduler, SchedulerClient, Tasks, create_table
+from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
 from ekbatan.distributed_jobs.scheduler.waiter import Waiter
 from ekbatan.distributed_jobs.scheduler.wakeups import (
+    MAX_PAYLOAD_BYTES,
     NotificationListener,
+    Wakeup,
     channel_for,
+    decode,
     decode_due,
     encode_due,
+    encode_scheduled,
 )
 from testsupport import EventRecorder, create_isolated_database, wait_until
 
@@ -30,6 +35,27 @@ def test_due_times_survive_the_notification_payload():
     )
     assert decode_due("not a number") is None
     assert decode_due("9" * 30) is None  # out of range: ignored, polling still finds the row
+
+
+@pytest.mark.parametrize(
+    ("name", "instance"),
+    [("t", "1"), ("a:b", "c:d"), ("", "x"), ("t", ""), ("ñame 🙂", "inst\nance"), ("12", "34")],
+)
+def test_a_scheduled_execution_s_key_survives_the_payload(name, instance):
+    instant = datetime(2026, 11, 30, 10, 0, 0, 654321, tzinfo=UTC)
+    assert decode(encode_scheduled(instant, name, instance)) == Wakeup(
+        instant, TaskInstanceId(name, instance)
+    )
+
+
+def test_payloads_without_a_usable_key_still_carry_the_due_time():
+    instant = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    assert decode(encode_due(instant)) == Wakeup(instant)  # batches and reschedules
+    long = encode_scheduled(instant, "t", "i" * MAX_PAYLOAD_BYTES)
+    assert long == encode_due(instant), "a payload PostgreSQL would refuse falls back to the time"
+    assert decode(f"{encode_due(instant)}:99:short") == Wakeup(instant)  # length beyond the text
+    assert decode(f"{encode_due(instant)}:x:t1") == Wakeup(instant)
+    assert decode("garbage:1:t1") is None
 
 
 @pytest.mark.dialects("postgres")
@@ -50,8 +76,10 @@ def test_channel_names_differ_per_schema(dialect):
 
 @pytest.mark.dialects("postgres")
 def test_a_listener_hears_committed_schedules_only(engine):
-    heard: list[datetime] = []
-    listener = NotificationListener(engine, channel_for("scheduled_tasks"), heard.append)
+    heard: list[Wakeup] = []
+    listener = NotificationListener(
+        engine, channel_for("scheduled_tasks"), lambda wakeup, _connection: heard.append(wakeup)
+    )
     listener.start()
     try:
         wait_until(listener.listening.is_set, timeout=10, message="listener connected")
@@ -62,7 +90,9 @@ def test_a_listener_hears_committed_schedules_only(engine):
             tx.rollback()
         client.schedule(TASK.instance("committed"), at)
         wait_until(lambda: heard, timeout=10, message="a notification")
-        assert heard == [at], "the rolled-back schedule must not be announced"
+        assert heard == [Wakeup(at, TaskInstanceId("t", "committed"))], (
+            "the rolled-back schedule must not be announced"
+        )
     finally:
         listener.stop()
 

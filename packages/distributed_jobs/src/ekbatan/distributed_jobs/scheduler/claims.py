@@ -1,4 +1,4 @@
-"""Rows this process has claimed (lock-and-fetch) but not started yet.
+"""Rows this process has claimed (lock-and-fetch, or from a notification) but not started yet.
 
 They are picked in the table, so they must heartbeat like running executions: a queue that
 waits longer than the dead threshold would otherwise see its rows revived — and run — elsewhere,
@@ -9,9 +9,18 @@ lost, and the worker that dequeues it skips it.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ekbatan.distributed_jobs.scheduler.execution import Execution
+from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners
+
+if TYPE_CHECKING:
+    from ekbatan.distributed_jobs.scheduler.runner import ExecutionRunner
+
+log = logging.getLogger(__name__)
 
 
 class QueuedClaims:
@@ -35,6 +44,21 @@ class QueuedClaims:
                 self._lost.discard(token)
                 return None
             return execution
+
+    def job(self, token: int, runner: ExecutionRunner, listeners: Listeners) -> Callable[[], None]:
+        """The worker's job for a queued claim: run it, unless it was lost while it waited."""
+        with self._lock:
+            queued = self._claims.get(token)
+
+        def run() -> None:
+            claimed = self.take(token)
+            if claimed is None:
+                log.warning("claim of %s was lost while it waited in the queue; not running it here", queued)
+                listeners.on_candidate_event(CandidateEventType.STALE)
+                return
+            runner.execute(claimed)
+
+        return run
 
     def snapshot(self) -> list[tuple[int, Execution]]:
         with self._lock:

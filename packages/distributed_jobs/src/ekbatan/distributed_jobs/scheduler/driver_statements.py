@@ -2,7 +2,8 @@
 
 A fetch-mode claim (one ``UPDATE`` per execution) and a strict-mode completion (one
 autocommit ``DELETE`` per execution) are the engine's only statements that run once for every
-execution. Through SQLAlchemy each costs about 50 µs of Python more than psycopg's own call
+execution. (The claim of an execution a notification named runs here too, on the listener's
+own connection: see ``notified_claims.py``.) Through SQLAlchemy each costs about 50 µs of Python more than psycopg's own call
 (the pool's checkout and return events, setting and resetting autocommit, the execution
 context): a third of all the Python a strict execution costs, which is what several scheduler
 processes sharing a few cores run out of. So on PostgreSQL these statements go through the
@@ -96,6 +97,14 @@ class DriverStatement:
             raise
         finally:
             raw.close()
+
+    def first_row_on(self, connection: Any, params: Mapping[str, Any]) -> Any:
+        """Run on a psycopg connection the caller owns and keeps in autocommit (not a pooled
+        one); its first row, or None. Errors are the driver's own: the owner of the connection
+        decides what a broken one means."""
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            return cursor.fetchone()
 
     def _run(self, raw: Any, params: Mapping[str, Any]) -> int:
         driver = raw.driver_connection

@@ -195,24 +195,11 @@ class LockAndFetchStrategy:
         if not picked:
             return PollResult(0, False)
         for execution in picked:
-            self.pool.submit(self._job(execution), self._done)
+            self.pool.submit(
+                self.claims.job(self.claims.add(execution), self.runner, self.listeners), self._done
+            )
         self.listeners.on_scheduler_event(SchedulerEventType.RAN_EXECUTE_DUE)
         return PollResult(len(picked), self._more_in_db)
-
-    def _job(self, execution: Execution) -> Callable[[], None]:
-        token = self.claims.add(execution)
-
-        def job() -> None:
-            claimed = self.claims.take(token)
-            if claimed is None:
-                log.warning(
-                    "claim of %s was lost while it waited in the queue; not running it here", execution
-                )
-                self.listeners.on_candidate_event(CandidateEventType.STALE)
-                return
-            self.runner.execute(claimed)
-
-        return job
 
     def _done(self) -> None:
         if self._more_in_db and self.pool.in_queue_or_processing <= self.lower:

@@ -25,11 +25,11 @@ from ekbatan.distributed_jobs.scheduler.errors import (
     FailedToScheduleBatchError,
     TaskInstanceError,
 )
-from ekbatan.distributed_jobs.scheduler.execution import Execution
+from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler.listing import ScheduledExecutionsFilter, TaskSummary
 from ekbatan.distributed_jobs.scheduler.schema import validate_table_name
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler.wakeups import encode_due
+from ekbatan.distributed_jobs.scheduler.wakeups import encode_due, encode_scheduled
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +163,14 @@ class TaskRepository:
         self.priority_enabled = priority_enabled
         self._statements: dict[tuple[str, str, int], sa.TextClause] = {}
         self._prepare_statements()
-        # The two statements run once per execution; on PostgreSQL they may skip SQLAlchemy.
+        # The statements run once per execution (claim, strict delete, and scheduling one
+        # execution, whose time counts in a due-now task's latency); on PostgreSQL they may
+        # skip SQLAlchemy.
+        per_execution = [self._sql_pick, self._sql_remove]
+        if self._sql_insert_and_notify is not None:
+            per_execution.append(self._sql_insert_and_notify)
         self._direct: dict[sa.TextClause, DriverStatement] = (
-            {sql: DriverStatement(engine, sql.text) for sql in (self._sql_pick, self._sql_remove)}
+            {sql: DriverStatement(engine, sql.text) for sql in per_execution}
             if driver_path_available(engine)
             else {}
         )
@@ -231,7 +236,21 @@ class TaskRepository:
             "version = version + 1 WHERE (task_name, task_instance) IN :keys"
         )
         self._sql_insert_and_notify: sa.TextClause | None = None
+        self._claim_notified: DriverStatement | None = None
         if self.notify_channel is not None:
+            # A claim of one execution a notification named. It reads the row as it claims it,
+            # so unlike a fetch-mode claim it needs no version read beforehand: under the row
+            # lock the picked/due test and the claim are one step.
+            self._claim_notified = (
+                DriverStatement(
+                    self.engine,
+                    f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
+                    "version = version + 1 WHERE task_name = :task_name AND task_instance = :task_instance "
+                    f"AND picked = :false AND execution_time <= :now RETURNING {COLUMNS}",
+                )
+                if driver_path_available(self.engine)
+                else None
+            )
             self._sql_notify = sa.text(f"SELECT pg_notify({self.notify_channel}, :payload)")
             self._sql_insert_and_notify = sa.text(
                 f"WITH inserted AS ({plain_insert} ON CONFLICT (task_name, task_instance) DO NOTHING RETURNING 1) "
@@ -367,9 +386,12 @@ class TaskRepository:
         params = self._insert_params(new)
         if self._sql_insert_if_absent is not None:
             # One statement — the notification rides along on PostgreSQL — so it can autocommit.
+            if self._sql_insert_and_notify is not None:
+                params["payload"] = encode_scheduled(new.execution_time, new.task_name, new.instance_id)
+                if connection is None:  # its row count: 1 notification sent, or none
+                    return self._single_rowcount(self._sql_insert_and_notify, params) == 1
             with self._tx(connection, single=True) as conn:
                 if self._sql_insert_and_notify is not None:
-                    params["payload"] = encode_due(new.execution_time)
                     return conn.execute(self._sql_insert_and_notify, params).first() is not None
                 return conn.execute(self._sql_insert_if_absent, params).rowcount == 1
         with self._tx(connection) as conn:
@@ -471,6 +493,29 @@ class TaskRepository:
         return execution.with_changes(
             picked=True, picked_by=self.picked_by, last_heartbeat=now, version=execution.version + 1
         )
+
+    @property
+    def claims_notified(self) -> bool:
+        """Whether :meth:`claim_notified` may run now: PostgreSQL through psycopg, and nothing
+        watching the engine's statements (a claim on the listener's connection would pass by
+        execute and cursor listeners unseen)."""
+        return self._claim_notified is not None and self._claim_notified.usable
+
+    def claim_notified(self, key: TaskInstanceId, now: datetime, connection: Any) -> Execution | None:
+        """Claim the execution a notification named, on the listener's own psycopg
+        ``connection`` (autocommit), if it is still due and unpicked; None when another instance
+        got there first, or it was deleted, rescheduled or is not due yet."""
+        assert self._claim_notified is not None, "check claims_notified first"
+        params = {
+            "true": True,
+            "false": False,
+            "picked_by": self.picked_by,
+            "now": self.dialect.encode_time(now),
+            "task_name": key.task_name,
+            "task_instance": key.id,
+        }
+        row = self._claim_notified.first_row_on(connection, params)
+        return None if row is None else self._execution(row)
 
     def lock_and_fetch(self, now: datetime, limit: int) -> list[Execution]:
         """Claim up to ``limit`` due rows at once with ``FOR UPDATE SKIP LOCKED``."""

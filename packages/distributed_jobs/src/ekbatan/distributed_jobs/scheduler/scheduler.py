@@ -25,6 +25,7 @@ from ekbatan.distributed_jobs.scheduler.contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler.dead_executions import DeadExecutionDetector
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
+from ekbatan.distributed_jobs.scheduler.driver_statements import driver_path_available
 from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
 from ekbatan.distributed_jobs.scheduler.heartbeat import HeartbeatUpdater
@@ -34,6 +35,7 @@ from ekbatan.distributed_jobs.scheduler.listener import (
     SchedulerEventType,
     SchedulerListener,
 )
+from ekbatan.distributed_jobs.scheduler.notified_claims import NotifiedClaims
 from ekbatan.distributed_jobs.scheduler.polling import (
     WAKE_MARGIN,
     FetchStrategy,
@@ -49,7 +51,7 @@ from ekbatan.distributed_jobs.scheduler.session_setup import install_session_set
 from ekbatan.distributed_jobs.scheduler.tasks import Task
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.waiter import Waiter
-from ekbatan.distributed_jobs.scheduler.wakeups import NotificationListener, channel_for
+from ekbatan.distributed_jobs.scheduler.wakeups import NotificationListener, Wakeup, channel_for
 from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -339,6 +341,7 @@ class Scheduler(SchedulerClient):
         self._heartbeat_loop: RepeatingLoop | None = None
         self._dead_loop: RepeatingLoop | None = None
         self._listener: NotificationListener | None = None
+        self._notified_claims: NotifiedClaims | None = None
         self._atexit_registered = False
 
     # ------------------------------------------------------------------ state
@@ -390,6 +393,13 @@ class Scheduler(SchedulerClient):
         # ``committing``: told from inside the caller's commit, which has not landed yet;
         # poll a moment later rather than into a transaction still in flight.
         self._due_at(execution_time, margin=0.01 if committing else 0.0)
+
+    def _on_notification(self, wakeup: Wakeup, connection: Any) -> None:
+        """Someone scheduled something: claim it for a free worker, or wake the poller."""
+        claims = self._notified_claims
+        if claims is not None and claims.offer(wakeup, connection):
+            return
+        self._due_at(wakeup.due)
 
     def _due_at(self, execution_time: datetime, margin: float = 0.0) -> None:
         """Something becomes due at ``execution_time``: poll then, not a whole interval later."""
@@ -468,11 +478,7 @@ class Scheduler(SchedulerClient):
             strategy, self.repository, self.clock, self, self.listeners, self.polling_interval, self.waiter
         )
         self._poller.start()
-        if self.repository.notify_channel is not None:
-            self._listener = NotificationListener(
-                self.repository.engine, self.repository.notify_channel, self._due_at
-            )
-            self._listener.start()
+        self._start_listening()
         hb = self.heartbeat_interval.total_seconds()
 
         def unexpected(_exc: BaseException) -> None:
@@ -489,6 +495,33 @@ class Scheduler(SchedulerClient):
         if self.options._shutdown_hook and not self._atexit_registered:
             atexit.register(self.stop)
             self._atexit_registered = True
+
+    def _start_listening(self) -> None:
+        """On PostgreSQL, hear other processes' schedules: claim what they name, or wake the poller."""
+        channel = self.repository.notify_channel
+        if channel is None:
+            return
+        if not driver_path_available(self.repository.engine):
+            log.info(
+                "scheduler %s: listening for notifications needs the psycopg (3) driver, not %s; "
+                "other processes' schedules are found by polling",
+                self.name,
+                self.repository.engine.dialect.driver,
+            )
+            return
+        assert self._pool is not None
+        if self.options._immediate_execution and not self.options._priority:
+            self._notified_claims = NotifiedClaims(
+                repository=self.repository,
+                runner=self.runner,
+                pool=self._pool,
+                clock=self.clock,
+                state=self,
+                listeners=self.listeners,
+                claims=self.queued_claims,
+            )
+        self._listener = NotificationListener(self.repository.engine, channel, self._on_notification)
+        self._listener.start()
 
     def run_startup_tasks(self) -> None:
         now = self.clock.now()

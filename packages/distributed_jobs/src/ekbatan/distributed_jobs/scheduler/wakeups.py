@@ -1,10 +1,13 @@
 """Wake-ups across processes on PostgreSQL: ``LISTEN/NOTIFY`` as a hint, never as the truth.
 
-Whoever schedules through this engine on PostgreSQL sends ``pg_notify(channel, <due epoch µs>)``
-inside the scheduling transaction — delivered at commit, dropped on rollback. Each scheduler
-keeps one dedicated connection listening and, on a notification, pulls its poller's next
-wake-up forward to that due time. Missed notifications (a reconnect, a pooler that does not
-pass them through) cost only latency: polling still finds every due row.
+Whoever schedules through this engine on PostgreSQL sends ``pg_notify(channel, payload)``
+inside the scheduling transaction — delivered at commit, dropped on rollback. The payload is
+the due time in epoch microseconds and, when one new execution was inserted, its task name and
+instance: ``<µs>`` or ``<µs>:<length of the task name>:<task name><instance>``. Each scheduler
+keeps one dedicated connection listening and, on a notification, either claims the named
+execution straight away (``notified_claims.py``) or pulls its poller's next wake-up forward to
+the due time. Missed notifications (a reconnect, a pooler that does not pass them through)
+cost only latency: polling still finds every due row.
 """
 
 from __future__ import annotations
@@ -12,15 +15,30 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
+from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
+
 log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+
+#: PostgreSQL refuses a payload of 8000 bytes or more; a longer name falls back to the time alone
+MAX_PAYLOAD_BYTES = 7999
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeup:
+    """What one notification says: something is due at ``due``; ``key`` names the one new
+    execution when the payload carried it (None for batches, reschedules and long names)."""
+
+    due: datetime
+    key: TaskInstanceId | None = None
 
 
 def channel_for(table_name: str) -> str:
@@ -42,6 +60,13 @@ def encode_due(instant: datetime) -> str:
     return str((instant - _EPOCH) // _MICROSECOND)
 
 
+def encode_scheduled(instant: datetime, task_name: str, instance_id: str) -> str:
+    """The payload announcing one newly inserted execution: its due time and its key."""
+    # The name's length, not a separator, splits name from instance: either may hold any character.
+    payload = f"{encode_due(instant)}:{len(task_name)}:{task_name}{instance_id}"
+    return payload if len(payload.encode()) <= MAX_PAYLOAD_BYTES else encode_due(instant)
+
+
 def decode_due(payload: str) -> datetime | None:
     try:
         return _EPOCH + int(payload) * _MICROSECOND
@@ -49,21 +74,40 @@ def decode_due(payload: str) -> datetime | None:
         return None
 
 
+def decode(payload: str) -> Wakeup | None:
+    """The wake-up a payload announces; None for a payload this engine did not write."""
+    micros, sep, rest = payload.partition(":")
+    due = decode_due(micros)
+    if due is None:
+        return None
+    if not sep:
+        return Wakeup(due)
+    length, sep, names = rest.partition(":")
+    if not sep or not length.isdigit() or int(length) > len(names):
+        return Wakeup(due)  # the due time alone is still a sound hint
+    cut = int(length)
+    return Wakeup(due, TaskInstanceId(names[:cut], names[cut:]))
+
+
 class NotificationListener:
-    """A thread holding one connection (outside the pool) that LISTENs on the channel that the
-    SQL expression ``channel`` (from :func:`channel_for`) names."""
+    """A thread holding one psycopg connection (outside the pool, in autocommit) that LISTENs on
+    the channel that the SQL expression ``channel`` (from :func:`channel_for`) names.
+
+    ``on_wakeup(wakeup, connection)`` runs on this thread for each notification, outside
+    psycopg's notification generator, so it may run a statement on the connection.
+    """
 
     def __init__(
         self,
         engine: sa.Engine,
         channel: str,
-        on_due: Callable[[datetime], None],
+        on_wakeup: Callable[[Wakeup, Any], None],
         *,
         reconnect_delay: float = 1.0,
     ) -> None:
         self.engine = engine
         self.channel = channel
-        self.on_due = on_due
+        self.on_wakeup = on_wakeup
         self.reconnect_delay = reconnect_delay
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ekbatan-notify-listener", daemon=True)
@@ -87,11 +131,13 @@ class NotificationListener:
                 self._connection = self._connect()
                 self.listening.set()
                 while not self._stopping.is_set():
-                    # short, so stop() is prompt; waking costs no query
-                    for notify in self._connection.notifies(timeout=0.1):
-                        due = decode_due(notify.payload)
-                        if due is not None:
-                            self.on_due(due)
+                    # short, so stop() is prompt; waking costs no query. The generator holds
+                    # the connection's lock, so the payloads are read out of it first.
+                    payloads = [n.payload for n in self._connection.notifies(timeout=0.1, stop_after=1)]
+                    for payload in payloads:
+                        wakeup = decode(payload)
+                        if wakeup is not None:
+                            self.on_wakeup(wakeup, self._connection)
             except Exception as exc:
                 if self._stopping.is_set():
                     break

@@ -1,0 +1,83 @@
+"""Claiming an execution straight from the notification that announced it (PostgreSQL).
+
+When another process schedules one execution due now, its notification names it. Waking the
+poller would cost a thread hand-off and, in fetch mode, a read of the due rows before the
+claim; on an idle machine each round trip and each wake-up of a sleeping thread costs about a
+millisecond. Instead, while a worker thread is free, the listener thread claims the named row
+with one ``UPDATE … RETURNING`` on its own connection, and a worker runs it: one round trip and
+one hand-off after the notification.
+
+Every process listening hears the same notification and tries; under the row lock exactly one
+claim wins, and the others change nothing. Polling stays the authority: whatever is not
+claimed here (no free worker, paused, task unknown to this process, statements being watched,
+an error) falls back to waking the poller.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
+from ekbatan.distributed_jobs.scheduler.clock import Clock
+from ekbatan.distributed_jobs.scheduler.context import SchedulerState
+from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.runner import ExecutionRunner
+from ekbatan.distributed_jobs.scheduler.wakeups import Wakeup
+from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class NotifiedClaims:
+    """Claims of notified executions for this scheduler's free worker threads.
+
+    Not used with priority ordering: a row claimed because it was announced would jump ahead of
+    due rows of higher priority.
+    """
+
+    repository: TaskRepository
+    runner: ExecutionRunner
+    pool: WorkerPool
+    clock: Clock
+    state: SchedulerState
+    listeners: Listeners
+    claims: QueuedClaims
+
+    def offer(self, wakeup: Wakeup, connection: Any) -> bool:
+        """Claim the execution ``wakeup`` names on ``connection`` (the listener's) and queue it
+        for a worker. False when this is not the moment — nothing named, not due yet, no free
+        worker, paused, stopping, an unknown task, statements being watched, or the claim
+        failed — and the caller should wake the poller instead."""
+        key = wakeup.key
+        if key is None or self.state.is_shutting_down or self.state.is_paused:
+            return False
+        now = self.clock.now()
+        if wakeup.due > now or self.repository.resolver.resolve(key.task_name) is None:
+            return False
+        # Only for an idle thread: with work queued, the poller's order (oldest due first) rules.
+        if self.pool.in_queue_or_processing >= self.pool.size or not self.repository.claims_notified:
+            return False
+        try:
+            claimed = self.repository.claim_notified(key, now, connection)
+        except Exception as exc:
+            log.warning(
+                "claiming notified execution %s failed (%s: %s); the poller will pick it up",
+                key,
+                type(exc).__name__,
+                exc,
+            )
+            return False
+        if claimed is None:
+            log.debug("notified execution %s was claimed elsewhere or is gone", key)
+            self.listeners.on_candidate_event(CandidateEventType.ALREADY_PICKED)
+            return True
+        # Queued like a lock-and-fetch claim, so it heartbeats should a worker be slow to come.
+        token = self.claims.add(claimed)
+        if not self.pool.submit(self.claims.job(token, self.runner, self.listeners)):
+            self.claims.take(token)
+            self.repository.unpick([claimed])  # stopping: hand it back rather than leave it picked
+        return True
