@@ -88,9 +88,9 @@ def _each_runs_once(
     *,
     busy_processes: int,
     **options: object,
-) -> None:
+) -> dict[str, dict]:
     """Start the processes, ``schedule`` the executions, wait until all are done; each ran
-    exactly once, and at least ``busy_processes`` processes ran some."""
+    exactly once, and at least ``busy_processes`` processes ran some. The processes' reports."""
     options = {"threads": 10, "poll_ms": 50, "hb_ms": 500, **options}
     with scheduler_processes() as procs:
         for i in range(1, processes + 1):
@@ -113,6 +113,7 @@ def _each_runs_once(
     ok = [i for report in reports.values() for i in report["ok"]]
     assert len(ok) == executions, f"{len(ok) - len(set(ok))} executions ran more than once"
     assert set(ok) == {str(i) for i in range(1, executions + 1)}
+    return reports
 
 
 def _concurrency(database: IsolatedDatabase, engine: sa.Engine, **options: object) -> None:
@@ -144,7 +145,7 @@ def test_due_now_schedules_claimed_from_notifications_run_exactly_once(database,
         for instance in instances:
             client.schedule(instance, datetime.now(UTC))
 
-    _each_runs_once(
+    reports = _each_runs_once(
         database,
         engine,
         3,
@@ -155,6 +156,8 @@ def test_due_now_schedules_claimed_from_notifications_run_exactly_once(database,
         threads=2,
         poll_ms=30_000,
     )
+    claimed = {name: report["events"].get("RAN_CLAIM_NOTIFIED", 0) for name, report in reports.items()}
+    assert sum(claimed.values()) > 0, f"no execution was claimed from its notification: {claimed}"
 
 
 # --------------------------------------------------------------------------- §12.1 recurring

@@ -31,11 +31,23 @@ pytestmark = pytest.mark.dialects("postgres")
 
 POLLING = timedelta(seconds=30)
 POLLS = SchedulerEventType.RAN_EXECUTE_DUE
+NOTIFIED_CLAIMS = SchedulerEventType.RAN_CLAIM_NOTIFIED
 
 
-def _scheduler(engine: sa.Engine, strategy: str, *tasks, threads: int = 4, recorder: EventRecorder):
+def _scheduler(
+    engine: sa.Engine,
+    strategy: str,
+    *tasks,
+    threads: int = 4,
+    recorder: EventRecorder,
+    priority: bool = False,
+):
     builder = (
-        Scheduler.create(engine, *tasks).threads(threads).polling_interval(POLLING).add_listener(recorder)
+        Scheduler.create(engine, *tasks)
+        .threads(threads)
+        .polling_interval(POLLING)
+        .add_listener(recorder)
+        .enable_priority(priority)
     )
     builder = (
         builder.poll_using_lock_and_fetch() if strategy == "lock_and_fetch" else builder.poll_using_fetch()
@@ -43,12 +55,12 @@ def _scheduler(engine: sa.Engine, strategy: str, *tasks, threads: int = 4, recor
     return builder.build()
 
 
-def _from_elsewhere(database, task, instance_id: str) -> None:
-    """Schedule due now from another engine (as another process would): only the
-    notification tells the scheduler."""
+def _from_elsewhere(database, task, instance_id: str, at: datetime | None = None) -> None:
+    """Schedule (due now, unless ``at``) from another engine, as another process would: only
+    the notification tells the scheduler."""
     elsewhere = sa.create_engine(database.url)
     try:
-        SchedulerClient(elsewhere, [task]).schedule(task.instance(instance_id), datetime.now(UTC))
+        SchedulerClient(elsewhere, [task]).schedule(task.instance(instance_id), at or datetime.now(UTC))
     finally:
         elsewhere.dispose()
 
@@ -98,7 +110,77 @@ def test_a_notified_execution_runs_without_a_poll(database, engine, strategy):
             )
         wait_until(lambda: all(_row(engine, f"n{i}") is None for i in range(3)), timeout=10)
         assert recorder.count(POLLS) == polls, "the notification itself claimed them: no poll ran"
-        assert len(recorder.successes()) == 4
+        assert recorder.count(NOTIFIED_CLAIMS) == 3
+        wait_until(lambda: len(recorder.successes()) == 4, timeout=5, message="listeners told of each")
+    finally:
+        scheduler.stop()
+
+
+def test_with_priority_on_a_notification_wakes_the_poller_instead(database, engine):
+    ran: dict[str, str] = {}
+    task = _recording_task(ran)
+    recorder = EventRecorder()
+    scheduler = _scheduler(engine, "fetch", task, recorder=recorder, priority=True)
+    _insert_due(engine, task, "warm-up")
+    try:
+        polls = _warmed_up(scheduler, engine, ran, recorder)
+        _from_elsewhere(database, task, "ordered")
+        wait_until(lambda: "ordered" in ran, timeout=5, message="run by the poll the notification woke")
+        assert recorder.count(POLLS) > polls
+        assert recorder.count(NOTIFIED_CLAIMS) == 0, "an announced row must not jump the priority order"
+    finally:
+        scheduler.stop()
+
+
+def test_a_notification_of_a_future_execution_sets_a_timer_instead(database, engine):
+    ran: dict[str, str] = {}
+    task = _recording_task(ran)
+    recorder = EventRecorder()
+    scheduler = _scheduler(engine, "fetch", task, recorder=recorder)
+    _insert_due(engine, task, "warm-up")
+    try:
+        polls = _warmed_up(scheduler, engine, ran, recorder)
+        due = datetime.now(UTC) + timedelta(milliseconds=300)
+        _from_elsewhere(database, task, "soon", at=due)
+        wait_until(lambda: "soon" in ran, timeout=5, message="run at its due time, long before the next poll")
+        assert datetime.now(UTC) >= due
+        assert recorder.count(POLLS) > polls
+        assert recorder.count(NOTIFIED_CLAIMS) == 0
+    finally:
+        scheduler.stop()
+
+
+def test_a_failing_claim_falls_back_to_the_poller_and_the_listener_carries_on(database, engine):
+    """A real error from the server: a trigger refuses the first claim only."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE SEQUENCE claim_attempts"))
+        conn.execute(
+            sa.text(
+                "CREATE FUNCTION refuse_first_claim() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.picked AND nextval('claim_attempts') = 2 THEN RAISE EXCEPTION 'claim refused'; END IF; "
+                "RETURN NEW; END $$"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "CREATE TRIGGER refuse_first_claim BEFORE UPDATE ON scheduled_tasks "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_first_claim()"
+            )
+        )
+    ran: dict[str, str] = {}
+    task = _recording_task(ran)
+    recorder = EventRecorder()
+    scheduler = _scheduler(engine, "fetch", task, recorder=recorder)
+    _insert_due(engine, task, "warm-up")  # the warm-up's claim is attempt 1
+    try:
+        polls = _warmed_up(scheduler, engine, ran, recorder)
+        _from_elsewhere(database, task, "refused")
+        wait_until(lambda: "refused" in ran, timeout=5, message="the poller ran what the claim could not")
+        assert recorder.count(POLLS) > polls
+        assert recorder.count(NOTIFIED_CLAIMS) == 0
+        _from_elsewhere(database, task, "next")
+        wait_until(lambda: "next" in ran, timeout=5, message="the listener still claims")
+        assert recorder.count(NOTIFIED_CLAIMS) == 1
     finally:
         scheduler.stop()
 
@@ -204,5 +286,18 @@ def test_claim_notified_takes_only_a_due_unpicked_row(engine):
         assert repo.claim_notified(TaskInstanceId("t", "later"), now, connection) is None, "not due yet"
         assert not repo.get_execution("t", "later").picked
         assert repo.claim_notified(TaskInstanceId("t", "absent"), now, connection) is None
+
+        # Giving back a claim whose reply was lost: only the claim made at that instant.
+        later = now + timedelta(microseconds=1)
+        assert repo.release_notified(TaskInstanceId("t", "due"), later) is False
+        assert repo.release_notified(TaskInstanceId("t", "due"), now) is True
+        released = repo.get_execution("t", "due")
+        assert (released.picked, released.picked_by, released.last_heartbeat, released.version) == (
+            False,
+            None,
+            None,
+            3,
+        )
+        assert repo.release_notified(TaskInstanceId("t", "due"), now) is False
     finally:
         raw.close()

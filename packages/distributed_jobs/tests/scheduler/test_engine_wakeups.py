@@ -55,6 +55,7 @@ def test_payloads_without_a_usable_key_still_carry_the_due_time():
     assert long == encode_due(instant), "a payload PostgreSQL would refuse falls back to the time"
     assert decode(f"{encode_due(instant)}:99:short") == Wakeup(instant)  # length beyond the text
     assert decode(f"{encode_due(instant)}:x:t1") == Wakeup(instant)
+    assert decode(f"{encode_due(instant)}:²:t1") == Wakeup(instant)  # a digit, but not for int()
     assert decode("garbage:1:t1") is None
 
 

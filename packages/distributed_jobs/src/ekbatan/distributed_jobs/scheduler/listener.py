@@ -30,6 +30,8 @@ class SchedulerEventType(enum.Enum):
     RAN_UPDATE_HEARTBEATS = "ran_update_heartbeats"
     RAN_DETECT_DEAD = "ran_detect_dead"
     RAN_EXECUTE_DUE = "ran_execute_due"
+    #: an execution named by a PostgreSQL notification was claimed without a poll
+    RAN_CLAIM_NOTIFIED = "ran_claim_notified"
     FAILED_MULTIPLE_HEARTBEATS = "failed_multiple_heartbeats"
     UNRESOLVED_TASK = "unresolved_task"
 

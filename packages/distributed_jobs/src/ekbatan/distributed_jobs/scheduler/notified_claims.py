@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler.clock import Clock
 from ekbatan.distributed_jobs.scheduler.context import SchedulerState
-from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners
+from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
+from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners, SchedulerEventType
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.runner import ExecutionRunner
 from ekbatan.distributed_jobs.scheduler.wakeups import Wakeup
@@ -64,20 +66,33 @@ class NotifiedClaims:
         try:
             claimed = self.repository.claim_notified(key, now, connection)
         except Exception as exc:
-            log.warning(
-                "claiming notified execution %s failed (%s: %s); the poller will pick it up",
-                key,
-                type(exc).__name__,
-                exc,
-            )
+            log.warning("claiming notified execution %s failed (%s: %s)", key, type(exc).__name__, exc)
+            self._release(key, now)
             return False
         if claimed is None:
-            log.debug("notified execution %s was claimed elsewhere or is gone", key)
+            log.debug("notified execution %s was claimed elsewhere, is held or is gone", key)
             self.listeners.on_candidate_event(CandidateEventType.ALREADY_PICKED)
             return True
+        self.listeners.on_scheduler_event(SchedulerEventType.RAN_CLAIM_NOTIFIED)
         # Queued like a lock-and-fetch claim, so it heartbeats should a worker be slow to come.
         token = self.claims.add(claimed)
         if not self.pool.submit(self.claims.job(token, self.runner, self.listeners)):
             self.claims.take(token)
             self.repository.unpick([claimed])  # stopping: hand it back rather than leave it picked
         return True
+
+    def _release(self, key: TaskInstanceId, claimed_at: datetime) -> None:
+        """A claim whose statement failed may still have committed (the connection broke after
+        the commit, before the reply): nobody would run or heartbeat that row until it counts as
+        dead, so give it back; the poller then finds it."""
+        try:
+            if self.repository.release_notified(key, claimed_at):
+                log.info("gave back notified execution %s, claimed before the connection broke", key)
+        except Exception as exc:
+            log.warning(
+                "could not give back a possible claim of %s (%s: %s); if it landed, it is revived "
+                "once its heartbeat counts as dead",
+                key,
+                type(exc).__name__,
+                exc,
+            )

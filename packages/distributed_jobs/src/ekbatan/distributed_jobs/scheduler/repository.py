@@ -240,16 +240,26 @@ class TaskRepository:
         if self.notify_channel is not None:
             # A claim of one execution a notification named. It reads the row as it claims it,
             # so unlike a fetch-mode claim it needs no version read beforehand: under the row
-            # lock the picked/due test and the claim are one step.
+            # lock the picked/due test and the claim are one step. SKIP LOCKED: a row someone
+            # else holds (another claimer, a caller's transaction) is theirs to settle, and the
+            # listening thread never waits on it.
+            key = "task_name = :task_name AND task_instance = :task_instance"
             self._claim_notified = (
                 DriverStatement(
                     self.engine,
                     f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
-                    "version = version + 1 WHERE task_name = :task_name AND task_instance = :task_instance "
-                    f"AND picked = :false AND execution_time <= :now RETURNING {COLUMNS}",
+                    f"version = version + 1 WHERE (task_name, task_instance) IN (SELECT task_name, "
+                    f"task_instance FROM {t} WHERE {key} AND picked = :false AND execution_time <= :now "
+                    f"FOR UPDATE SKIP LOCKED) RETURNING {COLUMNS}",
                 )
                 if driver_path_available(self.engine)
                 else None
+            )
+            # Undoes that claim when its outcome is unknown (the connection broke around the
+            # commit): the heartbeat it set, to the microsecond, tells this claim from any other.
+            self._sql_release_notified = sa.text(
+                f"UPDATE {t} SET picked = :false, picked_by = NULL, last_heartbeat = NULL, version = version + 1 "
+                f"WHERE {key} AND picked = :true AND picked_by = :picked_by AND last_heartbeat = :now"
             )
             self._sql_notify = sa.text(f"SELECT pg_notify({self.notify_channel}, :payload)")
             self._sql_insert_and_notify = sa.text(
@@ -516,6 +526,20 @@ class TaskRepository:
         }
         row = self._claim_notified.first_row_on(connection, params)
         return None if row is None else self._execution(row)
+
+    def release_notified(self, key: TaskInstanceId, now: datetime) -> bool:
+        """Give back the claim :meth:`claim_notified` made at ``now``, if it landed after all;
+        whether there was one to give back."""
+        params = {
+            "true": True,
+            "false": False,
+            "picked_by": self.picked_by,
+            "now": self.dialect.encode_time(now),
+            "task_name": key.task_name,
+            "task_instance": key.id,
+        }
+        with self._one() as conn:
+            return conn.execute(self._sql_release_notified, params).rowcount == 1
 
     def lock_and_fetch(self, now: datetime, limit: int) -> list[Execution]:
         """Claim up to ``limit`` due rows at once with ``FOR UPDATE SKIP LOCKED``."""

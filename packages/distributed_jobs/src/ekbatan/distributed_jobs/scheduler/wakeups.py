@@ -3,7 +3,7 @@
 Whoever schedules through this engine on PostgreSQL sends ``pg_notify(channel, payload)``
 inside the scheduling transaction — delivered at commit, dropped on rollback. The payload is
 the due time in epoch microseconds and, when one new execution was inserted, its task name and
-instance: ``<µs>`` or ``<µs>:<length of the task name>:<task name><instance>``. Each scheduler
+instance: ``<µs>`` or ``<µs>:<length of the task name in characters>:<task name><instance>``. Each scheduler
 keeps one dedicated connection listening and, on a notification, either claims the named
 execution straight away (``notified_claims.py``) or pulls its poller's next wake-up forward to
 the due time. Missed notifications (a reconnect, a pooler that does not pass them through)
@@ -30,6 +30,11 @@ _MICROSECOND = timedelta(microseconds=1)
 
 #: PostgreSQL refuses a payload of 8000 bytes or more; a longer name falls back to the time alone
 MAX_PAYLOAD_BYTES = 7999
+
+#: libpq keepalive settings of the listening connection, where the URL gives none
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+#: the longest a statement on the listening connection may run
+STATEMENT_TIMEOUT_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +88,7 @@ def decode(payload: str) -> Wakeup | None:
     if not sep:
         return Wakeup(due)
     length, sep, names = rest.partition(":")
-    if not sep or not length.isdigit() or int(length) > len(names):
+    if not sep or not (length.isascii() and length.isdigit()) or int(length) > len(names):
         return Wakeup(due)  # the due time alone is still a sound hint
     cut = int(length)
     return Wakeup(due, TaskInstanceId(names[:cut], names[cut:]))
@@ -119,8 +124,13 @@ class NotificationListener:
 
     def _connect(self) -> Any:
         cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
+        # This connection also claims rows now and then: TCP keepalives (unless the URL sets
+        # them) and a statement timeout keep a dead peer or a stuck statement from hanging it.
+        for option, value in KEEPALIVES.items():
+            cparams.setdefault(option, value)
         connection = self.engine.dialect.loaded_dbapi.connect(*cargs, **cparams)
         connection.autocommit = True
+        connection.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         name = connection.execute(f"SELECT {self.channel}").fetchone()[0]
         connection.execute(f'LISTEN "{name}"')
         return connection
