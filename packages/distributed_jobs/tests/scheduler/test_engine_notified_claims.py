@@ -7,6 +7,9 @@ path (or a poll it falls back to, which the listener events count) can start a t
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -88,6 +91,37 @@ def _recording_task(ran: dict, gate: threading.Event | None = None):
     return Tasks.one_time("t").execute(body)
 
 
+@dataclass
+class Running:
+    ran: dict[str, str]
+    task: object
+    recorder: EventRecorder
+    polls: int  # polls counted once the warm-up ran
+
+
+@contextmanager
+def _running(
+    engine: sa.Engine,
+    strategy: str = "fetch",
+    *,
+    threads: int = 4,
+    priority: bool = False,
+    gate: threading.Event | None = None,
+) -> Iterator[Running]:
+    """A started scheduler of task ``t`` whose first poll has run one warm-up execution."""
+    ran: dict[str, str] = {}
+    task = _recording_task(ran, gate)
+    recorder = EventRecorder()
+    scheduler = _scheduler(engine, strategy, task, threads=threads, recorder=recorder, priority=priority)
+    _insert_due(engine, task, "warm-up")
+    try:
+        yield Running(ran, task, recorder, _warmed_up(scheduler, engine, ran, recorder))
+    finally:
+        if gate is not None:
+            gate.set()
+        scheduler.stop()
+
+
 def _insert_due(engine: sa.Engine, task, instance_id: str) -> None:
     SchedulerClient(engine, [task]).schedule(
         task.instance(instance_id), datetime.now(UTC) - timedelta(seconds=1)
@@ -96,58 +130,36 @@ def _insert_due(engine: sa.Engine, task, instance_id: str) -> None:
 
 @pytest.mark.parametrize("strategy", ["fetch", "lock_and_fetch"])
 def test_a_notified_execution_runs_without_a_poll(database, engine, strategy):
-    ran: dict[str, str] = {}
-    task = _recording_task(ran)
-    recorder = EventRecorder()
-    scheduler = _scheduler(engine, strategy, task, recorder=recorder)
-    _insert_due(engine, task, "warm-up")
-    try:
-        polls = _warmed_up(scheduler, engine, ran, recorder)
+    with _running(engine, strategy) as it:
         for i in range(3):
-            _from_elsewhere(database, task, f"n{i}")
+            _from_elsewhere(database, it.task, f"n{i}")
             wait_until(
-                lambda i=i: f"n{i}" in ran, timeout=5, message=f"n{i} started long before the next poll"
+                lambda i=i: f"n{i}" in it.ran, timeout=5, message=f"n{i} started long before the next poll"
             )
         wait_until(lambda: all(_row(engine, f"n{i}") is None for i in range(3)), timeout=10)
-        assert recorder.count(POLLS) == polls, "the notification itself claimed them: no poll ran"
-        assert recorder.count(NOTIFIED_CLAIMS) == 3
-        wait_until(lambda: len(recorder.successes()) == 4, timeout=5, message="listeners told of each")
-    finally:
-        scheduler.stop()
+        assert it.recorder.count(POLLS) == it.polls, "the notification itself claimed them: no poll ran"
+        assert it.recorder.count(NOTIFIED_CLAIMS) == 3
+        wait_until(lambda: len(it.recorder.successes()) == 4, timeout=5, message="listeners told of each")
 
 
 def test_with_priority_on_a_notification_wakes_the_poller_instead(database, engine):
-    ran: dict[str, str] = {}
-    task = _recording_task(ran)
-    recorder = EventRecorder()
-    scheduler = _scheduler(engine, "fetch", task, recorder=recorder, priority=True)
-    _insert_due(engine, task, "warm-up")
-    try:
-        polls = _warmed_up(scheduler, engine, ran, recorder)
-        _from_elsewhere(database, task, "ordered")
-        wait_until(lambda: "ordered" in ran, timeout=5, message="run by the poll the notification woke")
-        assert recorder.count(POLLS) > polls
-        assert recorder.count(NOTIFIED_CLAIMS) == 0, "an announced row must not jump the priority order"
-    finally:
-        scheduler.stop()
+    with _running(engine, priority=True) as it:
+        _from_elsewhere(database, it.task, "ordered")
+        wait_until(lambda: "ordered" in it.ran, timeout=5, message="run by the poll the notification woke")
+        assert it.recorder.count(POLLS) > it.polls
+        assert it.recorder.count(NOTIFIED_CLAIMS) == 0, "an announced row must not jump the priority order"
 
 
 def test_a_notification_of_a_future_execution_sets_a_timer_instead(database, engine):
-    ran: dict[str, str] = {}
-    task = _recording_task(ran)
-    recorder = EventRecorder()
-    scheduler = _scheduler(engine, "fetch", task, recorder=recorder)
-    _insert_due(engine, task, "warm-up")
-    try:
-        polls = _warmed_up(scheduler, engine, ran, recorder)
+    with _running(engine) as it:
         due = datetime.now(UTC) + timedelta(milliseconds=300)
-        _from_elsewhere(database, task, "soon", at=due)
-        wait_until(lambda: "soon" in ran, timeout=5, message="run at its due time, long before the next poll")
+        _from_elsewhere(database, it.task, "soon", at=due)
+        wait_until(
+            lambda: "soon" in it.ran, timeout=5, message="run at its due time, long before the next poll"
+        )
         assert datetime.now(UTC) >= due
-        assert recorder.count(POLLS) > polls
-        assert recorder.count(NOTIFIED_CLAIMS) == 0
-    finally:
-        scheduler.stop()
+        assert it.recorder.count(POLLS) > it.polls
+        assert it.recorder.count(NOTIFIED_CLAIMS) == 0
 
 
 def test_a_failing_claim_falls_back_to_the_poller_and_the_listener_carries_on(database, engine):
@@ -167,47 +179,32 @@ def test_a_failing_claim_falls_back_to_the_poller_and_the_listener_carries_on(da
                 "FOR EACH ROW EXECUTE FUNCTION refuse_first_claim()"
             )
         )
-    ran: dict[str, str] = {}
-    task = _recording_task(ran)
-    recorder = EventRecorder()
-    scheduler = _scheduler(engine, "fetch", task, recorder=recorder)
-    _insert_due(engine, task, "warm-up")  # the warm-up's claim is attempt 1
-    try:
-        polls = _warmed_up(scheduler, engine, ran, recorder)
-        _from_elsewhere(database, task, "refused")
-        wait_until(lambda: "refused" in ran, timeout=5, message="the poller ran what the claim could not")
-        assert recorder.count(POLLS) > polls
-        assert recorder.count(NOTIFIED_CLAIMS) == 0
-        _from_elsewhere(database, task, "next")
-        wait_until(lambda: "next" in ran, timeout=5, message="the listener still claims")
-        assert recorder.count(NOTIFIED_CLAIMS) == 1
-    finally:
-        scheduler.stop()
+    with _running(engine) as it:  # the warm-up's claim is attempt 1
+        _from_elsewhere(database, it.task, "refused")
+        wait_until(lambda: "refused" in it.ran, timeout=5, message="the poller ran what the claim could not")
+        assert it.recorder.count(POLLS) > it.polls
+        assert it.recorder.count(NOTIFIED_CLAIMS) == 0
+        _from_elsewhere(database, it.task, "next")
+        wait_until(lambda: "next" in it.ran, timeout=5, message="the listener still claims")
+        assert it.recorder.count(NOTIFIED_CLAIMS) == 1
 
 
 def test_a_busy_pool_leaves_the_notified_execution_to_the_poller(database, engine):
     gate = threading.Event()
-    ran: dict[str, str] = {}
-    task = _recording_task(ran, gate)
-    recorder = EventRecorder()
-    scheduler = _scheduler(engine, "fetch", task, threads=1, recorder=recorder)
-    _insert_due(engine, task, "warm-up")
-    try:
-        _warmed_up(scheduler, engine, ran, recorder)
-        _from_elsewhere(database, task, "blocker")
-        wait_until(lambda: "blocker" in ran, timeout=5, message="the blocker runs on the only thread")
-        polls = recorder.count(POLLS)
-        _from_elsewhere(database, task, "waiting")
-        wait_until(lambda: recorder.count(POLLS) > polls, timeout=5, message="the poller was woken instead")
+    with _running(engine, threads=1, gate=gate) as it:
+        _from_elsewhere(database, it.task, "blocker")
+        wait_until(lambda: "blocker" in it.ran, timeout=5, message="the blocker runs on the only thread")
+        polls = it.recorder.count(POLLS)
+        _from_elsewhere(database, it.task, "waiting")
+        wait_until(
+            lambda: it.recorder.count(POLLS) > polls, timeout=5, message="the poller was woken instead"
+        )
         waiting = _row(engine, "waiting")
         assert waiting is not None and not waiting.picked, "no claim while no worker is free"
         gate.set()
         wait_until(
-            lambda: "waiting" in ran, timeout=10, message="the polled candidate ran once a thread was free"
+            lambda: "waiting" in it.ran, timeout=10, message="the polled candidate ran once a thread was free"
         )
-    finally:
-        gate.set()
-        scheduler.stop()
 
 
 def test_a_scheduler_without_the_task_leaves_it_to_one_that_has_it(database, engine):

@@ -516,7 +516,11 @@ class TaskRepository:
         ``connection`` (autocommit), if it is still due and unpicked; None when another instance
         got there first, or it was deleted, rescheduled or is not due yet."""
         assert self._claim_notified is not None, "check claims_notified first"
-        params = {
+        row = self._claim_notified.first_row_on(connection, self._notified_params(key, now))
+        return None if row is None else self._execution(row)
+
+    def _notified_params(self, key: TaskInstanceId, now: datetime) -> dict[str, Any]:
+        return {
             "true": True,
             "false": False,
             "picked_by": self.picked_by,
@@ -524,22 +528,12 @@ class TaskRepository:
             "task_name": key.task_name,
             "task_instance": key.id,
         }
-        row = self._claim_notified.first_row_on(connection, params)
-        return None if row is None else self._execution(row)
 
     def release_notified(self, key: TaskInstanceId, now: datetime) -> bool:
         """Give back the claim :meth:`claim_notified` made at ``now``, if it landed after all;
         whether there was one to give back."""
-        params = {
-            "true": True,
-            "false": False,
-            "picked_by": self.picked_by,
-            "now": self.dialect.encode_time(now),
-            "task_name": key.task_name,
-            "task_instance": key.id,
-        }
         with self._one() as conn:
-            return conn.execute(self._sql_release_notified, params).rowcount == 1
+            return conn.execute(self._sql_release_notified, self._notified_params(key, now)).rowcount == 1
 
     def lock_and_fetch(self, now: datetime, limit: int) -> list[Execution]:
         """Claim up to ``limit`` due rows at once with ``FOR UPDATE SKIP LOCKED``."""
