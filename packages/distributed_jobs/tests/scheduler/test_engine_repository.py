@@ -17,6 +17,7 @@ from ekbatan.distributed_jobs.scheduler import (
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+from testsupport import wait_until
 
 NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -474,3 +475,73 @@ def test_a_real_deadlock_is_classified_as_transient(database, dialect):
         t.join(30)
     assert len(errors) == 1, "the database picks one deadlock victim"
     assert is_transient(errors[0])
+
+
+@pytest.mark.dialects("postgres")
+@pytest.mark.parametrize("write", ["remove", "pick"])
+def test_per_execution_writes_chosen_as_deadlock_victims_are_retried(engine, write):
+    """A strict-mode completion and a fetch-mode claim are single autocommitted statements; when
+    the server aborts one to break a deadlock, it is tried again, not reported as failed.
+
+    The deadlock is real: a trigger makes the write also lock a counter row, which another
+    transaction holds while it waits for the execution's row. That transaction waits 10 s
+    before looking for deadlocks, so the engine's write (1 s) is the victim."""
+    import threading
+
+    task = Tasks.one_time("t").execute(noop)
+    r = repo(engine, task)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE counter (id INT PRIMARY KEY, n INT)")
+        conn.exec_driver_sql("INSERT INTO counter VALUES (1, 0)")
+        conn.exec_driver_sql(
+            "CREATE FUNCTION count_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "UPDATE counter SET n = n + 1 WHERE id = 1; RETURN COALESCE(NEW, OLD); END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER count_write BEFORE UPDATE OR DELETE ON scheduled_tasks "
+            "FOR EACH ROW EXECUTE FUNCTION count_write()"
+        )
+    r.create_batch([NewExecution("t", "1", NOW - timedelta(seconds=1), None, None)])
+    (candidate,) = r.get_due(NOW, 10)
+    if write == "remove":
+        with engine.begin() as conn:  # a claim, as the strict delete expects (the trigger counts it)
+            conn.exec_driver_sql("UPDATE scheduled_tasks SET picked = true, version = 2")
+        target = candidate.with_changes(picked=True, version=2)
+    else:
+        target = candidate
+    outcome: list[object] = []
+
+    def engine_write() -> None:
+        try:
+            outcome.append(r.remove(target) if write == "remove" else r.pick(target, NOW))
+        except Exception as exc:
+            outcome.append(exc)
+
+    with engine.connect() as other:
+        other.exec_driver_sql("BEGIN")
+        other.exec_driver_sql("SET LOCAL deadlock_timeout = '10s'")
+        other.exec_driver_sql("UPDATE counter SET n = n + 1 WHERE id = 1")
+        worker = threading.Thread(target=engine_write)
+        worker.start()
+        with engine.connect() as watcher:
+            wait_until(
+                lambda: (
+                    watcher.exec_driver_sql(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND query LIKE '%%scheduled_tasks%%' AND datname = current_database()"
+                    ).scalar_one()
+                    == 1
+                ),
+                timeout=10,
+                message="the engine's write waits for the counter row",
+            )
+        # Now wait for the execution's row, which the engine's write holds: a deadlock.
+        other.exec_driver_sql("UPDATE scheduled_tasks SET last_heartbeat = now() WHERE task_instance = '1'")
+        other.exec_driver_sql("COMMIT")
+        worker.join(30)
+    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+    stored = r.get_execution("t", "1")
+    if write == "remove":
+        assert stored is None
+    else:
+        assert stored is not None and (stored.picked, stored.version) == (True, 2)

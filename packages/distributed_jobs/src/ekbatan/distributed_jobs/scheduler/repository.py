@@ -488,7 +488,7 @@ class TaskRepository:
             "task_instance": execution.instance_id,
             "version": execution.version,
         }
-        count = self._single_rowcount(self._sql_pick, params)
+        count = with_retries(lambda: self._single_rowcount(self._sql_pick, params))
         if count == 0:
             return None
         if count > 1:
@@ -628,7 +628,8 @@ class TaskRepository:
     # ------------------------------------------------------------------ completion
     def remove(self, execution: Execution, connection: ConnectionLike | None = None) -> None:
         if connection is None:
-            count = self._single_rowcount(self._sql_remove, versioned_key(execution))
+            key = versioned_key(execution)
+            count = with_retries(lambda: self._single_rowcount(self._sql_remove, key))
         else:
             count = as_connection(connection).execute(self._sql_remove, versioned_key(execution)).rowcount
         expect_one_row(count, "remove", execution)
