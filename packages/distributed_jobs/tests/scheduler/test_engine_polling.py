@@ -29,6 +29,7 @@ from ekbatan.distributed_jobs.scheduler import (
 )
 from ekbatan.distributed_jobs.scheduler.listener import Listeners
 from ekbatan.distributed_jobs.scheduler.polling import PollingStrategyConfig, PollLoop, PollResult, _Batch
+from ekbatan.distributed_jobs.scheduler.runner import CLAIM_LEAD
 from ekbatan.distributed_jobs.scheduler.waiter import Waiter
 from testsupport import EventRecorder, wait_until
 
@@ -377,7 +378,7 @@ class _FailingEveryOtherRun:
     def __init__(self) -> None:
         self.runs = 0
 
-    def run(self) -> PollResult:
+    def run(self, now=None) -> PollResult:
         self.runs += 1
         if self.runs % 2 == 1:
             raise RuntimeError(f"poll {self.runs} failed")
@@ -404,6 +405,22 @@ def test_poll_loop_waits_after_failing_and_after_normal_runs():
         state.is_shutting_down = True
         waiter.wake_or_skip_next_wait()
         assert loop.join(2)
+
+
+def test_a_known_due_time_is_polled_for_claim_lead_early_and_consumed_once():
+    clock = SettableClock(datetime(2026, 1, 1, tzinfo=UTC))
+    t0 = clock.now()
+    loop = PollLoop(None, None, clock, _State(), Listeners([]), MINUTE, Waiter())  # type: ignore[arg-type]
+    due = t0 + timedelta(seconds=1)
+    assert loop.announce(due) == pytest.approx(1 - CLAIM_LEAD)
+    assert loop.announce(t0 + timedelta(seconds=5)) == pytest.approx(5 - CLAIM_LEAD), "the earliest stays"
+    assert loop._claim_horizon(t0) == t0, "too far ahead: poll for what is due now"
+    clock.set(due - timedelta(seconds=CLAIM_LEAD / 2))
+    assert loop._claim_horizon(clock.now()) == due, "within the lead: claim what is due by then"
+    assert loop._claim_horizon(clock.now()) == clock.now(), "consumed by that poll"
+    clock.set(due + timedelta(seconds=1))
+    loop.announce(due)
+    assert loop._claim_horizon(clock.now()) == clock.now(), "never a horizon in the past"
 
 
 # --------------------------------------------------------------------------- unresolved tasks

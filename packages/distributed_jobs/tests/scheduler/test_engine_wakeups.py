@@ -163,6 +163,40 @@ def test_a_task_scheduled_by_another_process_starts_without_waiting_for_a_poll(e
         assert ran.wait(5)
 
 
+def _claimed_ahead_but_never_started_early(engine, strategy: str) -> None:
+    """The poller wakes CLAIM_LEAD before a due time it knows of and claims then; the handler
+    still starts only at the due time."""
+    started: dict[str, tuple[datetime, datetime]] = {}
+    task = Tasks.one_time("t").execute(
+        lambda instance, ctx: started.setdefault(
+            instance.id, (datetime.now(UTC), ctx.execution.execution_time)
+        )
+    )
+    builder = Scheduler.create(engine, task).polling_interval(timedelta(seconds=10))
+    builder = (
+        builder.poll_using_lock_and_fetch() if strategy == "lock_and_fetch" else builder.poll_using_fetch()
+    )
+    with builder.build() as scheduler:
+        base = datetime.now(UTC) + timedelta(milliseconds=300)
+        for i in range(5):
+            scheduler.schedule(task.instance(str(i)), base + timedelta(milliseconds=60 * i))
+        wait_until(lambda: len(started) == 5, timeout=10, message="all five ran at their times")
+    for instance_id, (at, due) in started.items():
+        assert at >= due, (
+            f"{instance_id} started {(due - at).total_seconds() * 1000:.2f} ms before its due time"
+        )
+        assert at - due < timedelta(seconds=5), f"{instance_id} waited for a poll instead of its timer"
+
+
+def test_fetch_claims_a_known_due_time_ahead_but_never_starts_it_early(engine):
+    _claimed_ahead_but_never_started_early(engine, "fetch")
+
+
+@pytest.mark.dialects("postgres", "mariadb")
+def test_lock_and_fetch_claims_a_known_due_time_ahead_but_never_starts_it_early(engine):
+    _claimed_ahead_but_never_started_early(engine, "lock_and_fetch")
+
+
 def test_create_table_is_idempotent(database):
     engine = database.engine()
     assert create_table(engine) is True

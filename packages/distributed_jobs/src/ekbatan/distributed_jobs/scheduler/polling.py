@@ -28,7 +28,7 @@ from ekbatan.distributed_jobs.scheduler.context import SchedulerState
 from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners, SchedulerEventType
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.runner import ExecutionRunner
+from ekbatan.distributed_jobs.scheduler.runner import CLAIM_LEAD, ExecutionRunner
 from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -123,9 +123,10 @@ class FetchStrategy:
         self.contention = contention
         self._generation = 0
 
-    def run(self) -> PollResult:
+    def run(self, now: datetime | None = None) -> PollResult:
+        """One poll for rows due by ``now`` (default: the clock's now)."""
         window = self.contention.window(self.upper)
-        fetched = self.repository.get_due(self.clock.now(), window)
+        fetched = self.repository.get_due(now or self.clock.now(), window)
         due = self.contention.choose(fetched, self.upper)
         self._generation += 1
         possibly_more = len(fetched) == window or len(due) < len(fetched)
@@ -186,11 +187,12 @@ class LockAndFetchStrategy:
         self.claims = claims
         self._more_in_db = False
 
-    def run(self) -> PollResult:
+    def run(self, now: datetime | None = None) -> PollResult:
+        """One claim of rows due by ``now`` (default: the clock's now)."""
         to_fetch = self.upper - self.pool.in_queue_or_processing
         if to_fetch <= 0:
             return PollResult(0, True)
-        picked = self.repository.lock_and_fetch(self.clock.now(), to_fetch)
+        picked = self.repository.lock_and_fetch(now or self.clock.now(), to_fetch)
         self._more_in_db = len(picked) == to_fetch
         if not picked:
             return PollResult(0, False)
@@ -205,9 +207,6 @@ class LockAndFetchStrategy:
         if self._more_in_db and self.pool.in_queue_or_processing <= self.lower:
             self.trigger()
 
-
-#: seconds added to a timed wake-up, so it lands just after the due time rather than before it
-WAKE_MARGIN = 0.0002
 
 #: after a wake-up hint given from inside a commit (before it lands), poll again this long
 #: after each following poll, in turn: a commit may take longer than the hint's head start
@@ -237,6 +236,26 @@ class PollLoop:
         self.waiter = waiter
         self._thread: threading.Thread | None = None
         self._rechecks: list[float] = []
+        self._announced_lock = threading.Lock()
+        self._announced: datetime | None = None  # the earliest due time known to be coming
+
+    def announce(self, due: datetime) -> float:
+        """Something becomes due at ``due``; the seconds from now until the poller should wake
+        for it (``CLAIM_LEAD`` early; 0 when that moment has come)."""
+        with self._announced_lock:
+            if self._announced is None or due < self._announced:
+                self._announced = due
+        return max(0.0, (due - self.clock.now()).total_seconds() - CLAIM_LEAD)
+
+    def _claim_horizon(self, now: datetime) -> datetime:
+        """Poll for rows due by ``now``, or by the announced due time when it is at most
+        ``CLAIM_LEAD`` away (that due time is then consumed)."""
+        with self._announced_lock:
+            announced = self._announced
+            if announced is None or (announced - now).total_seconds() > CLAIM_LEAD:
+                return now
+            self._announced = None
+        return max(now, announced)
 
     def recheck_soon(self) -> None:
         """Something due now is being committed: poll a few more times shortly."""
@@ -251,7 +270,7 @@ class PollLoop:
             wait = self.interval
             if not self.state.is_paused:
                 try:
-                    result = self.strategy.run()
+                    result = self.strategy.run(self._claim_horizon(self.clock.now()))
                     if not result.possibly_more:
                         wait = self._until_next_due(wait)
                 except Exception:
@@ -265,19 +284,12 @@ class PollLoop:
 
     def _until_next_due(self, wait: float) -> float:
         """Shorten the sleep to the earliest future due time in the table, if sooner."""
-        now = self.clock.now()
-        next_due = self.repository.next_execution_time(now)
-        return _seconds_until(next_due, now, wait)
+        next_due = self.repository.next_execution_time(self.clock.now())
+        if next_due is None:
+            return wait
+        return min(wait, self.announce(next_due)) if next_due > self.clock.now() else wait
 
     def join(self, timeout: float) -> bool:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         return self._thread is None or not self._thread.is_alive()
-
-
-def _seconds_until(due: datetime | None, now: datetime, cap: float) -> float:
-    if due is None or due <= now:
-        return cap
-    # a hair late rather than early: the sleep's clock and the due time's clock differ slightly,
-    # and an early wake costs one more (empty) poll and next-due query
-    return min(cap, (due - now).total_seconds() + WAKE_MARGIN)

@@ -37,7 +37,6 @@ from ekbatan.distributed_jobs.scheduler.listener import (
 )
 from ekbatan.distributed_jobs.scheduler.notified_claims import NotifiedClaims
 from ekbatan.distributed_jobs.scheduler.polling import (
-    WAKE_MARGIN,
     FetchStrategy,
     LockAndFetchStrategy,
     PollingStrategyConfig,
@@ -414,10 +413,14 @@ class Scheduler(SchedulerClient):
                 return
             if self._poller is not None:
                 self._poller.recheck_soon()  # the commit may land only after the first poll
-        delay = max(delay, margin)
-        if delay < self.polling_interval.total_seconds():
-            # A local timer for the earliest due time we know of, instead of a whole interval.
-            self.waiter.wake_by(delay + WAKE_MARGIN)
+        if delay >= self.polling_interval.total_seconds():
+            return
+        # A local timer for the earliest due time we know of, instead of a whole interval. For a
+        # future due time it rings a little early (the poller claims then, due time included).
+        if delay > margin and self._poller is not None:
+            self.waiter.wake_by(self._poller.announce(execution_time))
+        else:
+            self.waiter.wake_by(max(delay, margin))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
