@@ -423,6 +423,30 @@ def test_a_known_due_time_is_polled_for_claim_lead_early_and_consumed_once():
     assert loop._claim_horizon(clock.now()) == clock.now(), "never a horizon in the past"
 
 
+class _SlowNextDue:
+    """The table's next due time, found while the clock moves past it (a slow round trip)."""
+
+    def __init__(self, clock: SettableClock, next_due: datetime, query_takes: timedelta) -> None:
+        self.clock, self.next_due, self.query_takes = clock, next_due, query_takes
+        self.asked_after: list[datetime] = []
+
+    def next_execution_time(self, after: datetime) -> datetime:
+        self.asked_after.append(after)
+        self.clock.set(self.clock.now() + self.query_takes)
+        return self.next_due
+
+
+def test_a_next_due_time_passing_during_its_own_query_polls_at_once_not_after_the_interval():
+    clock = SettableClock(datetime(2026, 1, 1, tzinfo=UTC))
+    t0 = clock.now()
+    table = _SlowNextDue(clock, t0 + timedelta(milliseconds=1), query_takes=timedelta(milliseconds=3))
+    loop = PollLoop(None, table, clock, _State(), Listeners([]), MINUTE, Waiter())  # type: ignore[arg-type]
+    assert loop._until_next_due(60.0, t0) == 0.0, "due before the answer arrived: poll now"
+    assert table.asked_after == [t0], "after what the poll just took, not after a later now"
+    table.next_due = clock.now() + timedelta(seconds=2)
+    assert loop._until_next_due(60.0, clock.now()) == pytest.approx(2 - 0.003 - CLAIM_LEAD)
+
+
 # --------------------------------------------------------------------------- unresolved tasks
 def unknown_rows(client: SchedulerClient) -> dict[str, tuple[bool, int]]:
     return {

@@ -270,9 +270,10 @@ class PollLoop:
             wait = self.interval
             if not self.state.is_paused:
                 try:
-                    result = self.strategy.run(self._claim_horizon(self.clock.now()))
+                    horizon = self._claim_horizon(self.clock.now())
+                    result = self.strategy.run(horizon)
                     if not result.possibly_more:
-                        wait = self._until_next_due(wait)
+                        wait = self._until_next_due(wait, horizon)
                 except Exception:
                     log.exception("polling for due executions failed")
                     self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
@@ -282,12 +283,11 @@ class PollLoop:
                 break
             self.waiter.wait(wait)  # type: ignore[attr-defined]
 
-    def _until_next_due(self, wait: float) -> float:
-        """Shorten the sleep to the earliest future due time in the table, if sooner."""
-        next_due = self.repository.next_execution_time(self.clock.now())
-        if next_due is None:
-            return wait
-        return min(wait, self.announce(next_due)) if next_due > self.clock.now() else wait
+    def _until_next_due(self, wait: float, polled: datetime) -> float:
+        """Shorten the sleep to the earliest due time in the table after ``polled`` (the poll
+        just made took what was due by then), if sooner."""
+        next_due = self.repository.next_execution_time(polled)
+        return wait if next_due is None else min(wait, self.announce(next_due))
 
     def join(self, timeout: float) -> bool:
         if self._thread is not None and self._thread is not threading.current_thread():
