@@ -93,6 +93,9 @@ class ExecutionRunner:
         writer: CompletionWriter | None = None,
     ) -> None:
         self.repository = repository
+        # A stored due time may be up to this much before the one asked for (SQLite keeps
+        # milliseconds): wait that much longer, so nothing starts before the time asked for.
+        self._truncated_by = (repository.dialect.time_resolution - timedelta(microseconds=1)).total_seconds()
         self.serializer = serializer
         self.clock = clock
         self.listeners = listeners
@@ -135,7 +138,7 @@ class ExecutionRunner:
 
     def execute(self, execution: Execution) -> None:
         """Run a picked execution to the end (handler and handlers of its outcome)."""
-        early = (execution.execution_time - self.clock.now()).total_seconds()
+        early = (execution.execution_time - self.clock.now()).total_seconds() + self._truncated_by
         if early > 0:
             # Claimed just ahead of its due time (CLAIM_LEAD): the handler starts at it,
             # never before. Bounded, so a clock that does not move cannot hold a worker.

@@ -8,7 +8,7 @@ can lock-and-fetch with ``SKIP LOCKED``, and what a fresh connection needs.
 from __future__ import annotations
 
 import enum
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 
@@ -29,6 +29,8 @@ class SqlDialect:
     single_statement_lock_and_fetch: ClassVar[bool] = False
     #: ``DELETE … RETURNING`` reports which rows a multi-row delete removed
     supports_delete_returning: ClassVar[bool] = True
+    #: the finest instant a stored time keeps; a finer one is truncated on the way in
+    time_resolution: ClassVar[timedelta] = timedelta(microseconds=1)
 
     @property
     def name(self) -> str:

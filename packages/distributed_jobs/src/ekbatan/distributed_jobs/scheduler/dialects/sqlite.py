@@ -22,6 +22,8 @@ class SqliteDialect(SqlDialect):
     # RETURNING arrived in SQLite 3.35
     supports_delete_returning = sqlite3.sqlite_version_info >= (3, 35)
     busy_timeout_ms: ClassVar[int] = 30_000
+    #: times are stored as epoch milliseconds
+    time_resolution: ClassVar[timedelta] = timedelta(milliseconds=1)
 
     def encode_time(self, instant: datetime | None) -> Any:
         if instant is None:
