@@ -578,11 +578,20 @@ def _snapshot(env: dict[str, Any]) -> str:
     )
 
 
+def _run_line(run: dict[str, Any]) -> str:
+    """One invocation: what it ran, when, on which engine, under what load."""
+    seconds = ", ".join(f"{k} {v} s" for k, v in run.get("seconds", {}).items())
+    return (
+        f"- `{run.get('command', '–')}`: {run.get('date', '–')}, total {_f(run.get('total_s'))} s ({seconds}); "
+        f"engine measured: {_snapshot(run)}; load average (1/5/15 min) at start {run.get('loadavg')}, "
+        f"at end {run.get('loadavg_end')}"
+    )
+
+
 def write(out: Path, target: Path, reading: str | None = None) -> None:
     d = _load(out)
-    runs = [v for k, v in d.items() if k.startswith("run-")]
+    runs = sorted((v for k, v in d.items() if k.startswith("run-")), key=lambda r: r.get("date", ""))
     env = runs[-1] if runs else {}
-    commands = sorted({v.get("command", "") for k, v in d.items() if v.get("command")})
     servers = env.get("servers", {})
     peers_versions = ", ".join(
         f"{r['peer']} {r.get('version')}" for r in d.get("peers", {}).get("rows", []) if r["procs"] == 1
@@ -596,13 +605,10 @@ def write(out: Path, target: Path, reading: str | None = None) -> None:
         "",
         "## Run",
         "",
-        f"- command(s): {', '.join(f'`{c}`' for c in commands) or '–'}",
-        f"- date: {env.get('date', '–')}; total {_f(env.get('total_s'))} s ({', '.join(f'{k} {v} s' for k, v in env.get('seconds', {}).items())})",
+        *(_run_line(r) for r in runs),
         f"- machine: {env.get('nproc')} vCPU ({env.get('cpu', '')}), {env.get('ram_gib')} GiB RAM, kernel {env.get('kernel')}",
-        f"- load average (1/5/15 min) at start {env.get('loadavg')}, at end {env.get('loadavg_end')}",
         f"- Python {env.get('python')}, SQLAlchemy {env.get('sqlalchemy')}, psycopg {env.get('psycopg')}, PyMySQL {env.get('pymysql')}, "
-        f"engine {env.get('ekbatan_distributed_jobs')} at git {env.get('git')} (at the end: {env.get('git_end', '–')})",
-        f"- engine measured: {_snapshot(env)}",
+        f"engine {env.get('ekbatan_distributed_jobs')}",
         f"- PostgreSQL: {servers.get('postgres', '–')}",
         f"- MariaDB: {servers.get('mariadb', '–')}; SQLite {servers.get('sqlite', '–')}",
         f"- peers (bench/.venv-peers): {peers_versions or '–'}",
