@@ -134,9 +134,9 @@ def goals(d: dict[str, Any]) -> list[str]:
                 )
     pgq = d.get("latency", {}).get("pgqueuer", {})
     pgq_now = d.get("latency", {}).get("pgqueuer_now") or {}
+    # its 2 s-ahead figure (no enqueue commit in it) is shown beside the due-now baseline
+    base = _pgqueuer_p95(d.get("latency", {}), "now")
     for r in _lat(d, "postgres", source="now"):
-        # its 2 s-ahead figure (no enqueue commit in it) is shown beside the due-now baseline
-        base = _pgqueuer_p95(d.get("latency", {}), "now")
         add(
             f"latency PG, due-now from another process ({r['strategy']}): p95 ≤ pgqueuer's p95",
             f"p95 {_f(r['p95_ms'], 1)} ms",

@@ -89,7 +89,7 @@ def test_claims_and_deletes_go_through_the_driver_and_keep_their_version_guard(e
     with pytest.raises(ExecutionError, match="another writer changed it first"):
         repo.remove(second.with_changes(version=second.version + 5))
     assert remaining(engine) == 1
-    assert repo._remove_many([second]) == {(second.task_name, second.instance_id)}
+    assert repo.remove_many([second]) == {(second.task_name, second.instance_id)}
     assert remaining(engine) == 0
 
     repo.create_batch([NewExecution(TASK.name, "p", NOW, None, None)])

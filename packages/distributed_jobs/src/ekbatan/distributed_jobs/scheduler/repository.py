@@ -333,12 +333,25 @@ class TaskRepository:
         return self._autocommit.connect() if self._autocommit is not None else self.engine.begin()
 
     def _single_rowcount(self, statement: sa.TextClause, params: dict[str, Any]) -> int:
-        """Run one single-statement write in its own commit; its row count."""
+        """Run one single-statement write in its own commit; its row count. A write the database
+        aborted for a deadlock (or SQLite's busy lock) is tried again: the abort undid it whole."""
         driver = self._direct.get(statement)
         if driver is not None and driver.usable:
-            return driver.rowcount(params)
-        with self._one() as conn:
-            return conn.execute(statement, params).rowcount
+            return with_retries(lambda: driver.rowcount(params))
+
+        def write() -> int:
+            with self._one() as conn:
+                return conn.execute(statement, params).rowcount
+
+        return with_retries(write)
+
+    def _rowcount(
+        self, statement: sa.TextClause, params: dict[str, Any], connection: ConnectionLike | None
+    ) -> int:
+        """One write's row count: in the caller's transaction, else in its own commit."""
+        if connection is not None:
+            return as_connection(connection).execute(statement, params).rowcount
+        return self._single_rowcount(statement, params)
 
     @contextmanager
     def _reading(self) -> Iterator[sa.Connection]:
@@ -396,14 +409,12 @@ class TaskRepository:
         params = self._insert_params(new)
         if self._sql_insert_if_absent is not None:
             # One statement — the notification rides along on PostgreSQL — so it can autocommit.
+            # Its row count is 1 when it inserted (and notified), 0 when the row existed.
+            statement = self._sql_insert_if_absent
             if self._sql_insert_and_notify is not None:
+                statement = self._sql_insert_and_notify
                 params["payload"] = encode_scheduled(new.execution_time, new.task_name, new.instance_id)
-                if connection is None:  # its row count: 1 notification sent, or none
-                    return self._single_rowcount(self._sql_insert_and_notify, params) == 1
-            with self._tx(connection, single=True) as conn:
-                if self._sql_insert_and_notify is not None:
-                    return conn.execute(self._sql_insert_and_notify, params).first() is not None
-                return conn.execute(self._sql_insert_if_absent, params).rowcount == 1
+            return self._rowcount(statement, params, connection) == 1
         with self._tx(connection) as conn:
             if conn.execute(self._sql_get, params).first() is not None:
                 return False
@@ -488,7 +499,7 @@ class TaskRepository:
             "task_instance": execution.instance_id,
             "version": execution.version,
         }
-        count = with_retries(lambda: self._single_rowcount(self._sql_pick, params))
+        count = self._single_rowcount(self._sql_pick, params)
         if count == 0:
             return None
         if count > 1:
@@ -627,22 +638,18 @@ class TaskRepository:
 
     # ------------------------------------------------------------------ completion
     def remove(self, execution: Execution, connection: ConnectionLike | None = None) -> None:
-        if connection is None:
-            key = versioned_key(execution)
-            count = with_retries(lambda: self._single_rowcount(self._sql_remove, key))
-        else:
-            count = as_connection(connection).execute(self._sql_remove, versioned_key(execution)).rowcount
+        count = self._rowcount(self._sql_remove, versioned_key(execution), connection)
         expect_one_row(count, "remove", execution)
 
     def remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         """Delete each execution at its version in one transaction; return the keys deleted."""
-        return with_retries(lambda: self._remove_many(executions))
-
-    def _remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         if len(executions) == 1:
             e = executions[0]
             count = self._single_rowcount(self._sql_remove, versioned_key(e))
             return {(e.task_name, e.instance_id)} if count == 1 else set()
+        return with_retries(lambda: self._remove_many(executions))
+
+    def _remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         if self.dialect.supports_delete_returning:
             with self._one() as conn:
                 rows = conn.execute(self._sql_remove_many, self._remove_many_params(executions))
