@@ -37,6 +37,7 @@ from bench.common import (
     log,
     percentile,
     scratch_database,
+    server_engine,
     start_crew,
     truncate,
     wait_until_empty,
@@ -93,11 +94,7 @@ def run_case(
     if case["source"] in ("other", "now"):
         # A pooled, already open connection, as in an application: a fresh connection per
         # call would add its set-up (~3 ms on PostgreSQL here) to every due-now figure.
-        engine = (
-            sa.create_engine(url, pool_size=1, max_overflow=0)
-            if not url.startswith("sqlite")
-            else sa.create_engine(url)
-        )
+        engine = server_engine(url, 1) if not url.startswith("sqlite") else sa.create_engine(url)
         with engine.connect():
             pass
         task = Tasks.one_time("bench", dict).execute(lambda i, c: None)

@@ -47,7 +47,6 @@ def test_pool_settings_map_onto_sqlalchemy():
         "max_overflow": 0,
         "pool_timeout": 2.5,
         "pool_recycle": 60.0,
-        "pool_pre_ping": True,
     }
     sqlite = engine_options(DataSourceConfig(url="sqlite:///x.sqlite", maximum_pool_size=2))
     assert sqlite == {"pool_size": 2, "max_overflow": 0, "pool_timeout": 30.0}

@@ -11,10 +11,12 @@ from ekbatan.core.persistence.jdbc_urls import (
     dialect_from_jdbc_url,
     translate_jdbc_url,
 )
+from ekbatan.core.persistence.liveness import DEFAULT_IDLE_PING_SECONDS, install_idle_ping
 from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
 from ekbatan.core.persistence.transaction_manager import TransactionManager
 
 __all__ = [
+    "DEFAULT_IDLE_PING_SECONDS",
     "ConnectionProvider",
     "DataSourceConfig",
     "Dialect",
@@ -26,6 +28,7 @@ __all__ = [
     "dialect_from_jdbc_url",
     "dialect_from_url",
     "engine_options",
+    "install_idle_ping",
     "mask_url_password",
     "translate_jdbc_url",
     "validate_sql_identifier",

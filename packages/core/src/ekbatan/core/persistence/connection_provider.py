@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from ekbatan.core.persistence.data_source import DEFAULT_CONNECTION_TIMEOUT_MS, DataSourceConfig
 from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.liveness import install_idle_ping
 from ekbatan.core.persistence.session_setup import install_session_setup
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,9 @@ def engine_options(config: DataSourceConfig) -> dict[str, Any]:
     ``minimum-idle``, ``idle-timeout`` and ``leak-detection-threshold`` have no SQLAlchemy
     counterpart (the pool opens connections on demand and keeps them until recycled) and are
     accepted only so that Java configs stay portable.
+
+    No ``pool_pre_ping``: a ``ConnectionProvider`` checks a server connection only after it sat
+    idle (``install_idle_ping``); an engine built from these options alone should call that too.
     """
     dialect = config.dialect
     url = config.sqlalchemy_url()
@@ -34,8 +38,6 @@ def engine_options(config: DataSourceConfig) -> dict[str, Any]:
     }
     if config.max_lifetime:
         options["pool_recycle"] = config.max_lifetime / 1000
-    if dialect is not Dialect.SQLITE:
-        options["pool_pre_ping"] = True  # servers drop idle connections; a file does not
     return options
 
 
@@ -56,6 +58,8 @@ class ConnectionProvider:
             config.sqlalchemy_url(), **{**engine_options(config), **extra_engine_options}
         )
         install_session_setup(self._engine, self._dialect)
+        if self._dialect is not Dialect.SQLITE and "pool_pre_ping" not in extra_engine_options:
+            install_idle_ping(self._engine)  # servers drop idle connections; a file does not
         self._closed = False
 
     @classmethod

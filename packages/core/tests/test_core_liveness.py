@@ -1,0 +1,89 @@
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from ekbatan.core import ConnectionProvider
+from ekbatan.core.persistence import install_idle_ping
+
+pytestmark = pytest.mark.dialects("postgres", "mariadb")
+
+WAIT = 10.0  # seconds: deadline for the server to finish closing a killed session
+
+
+def _session_id(connection: sa.Connection) -> int:
+    if connection.dialect.name == "postgresql":
+        return connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+    return connection.exec_driver_sql("SELECT CONNECTION_ID()").scalar_one()
+
+
+def _kill(url: str, session: int) -> None:
+    """End one server session from another connection and wait until the server has closed it."""
+    admin = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        with admin.connect() as connection:
+            if connection.dialect.name == "postgresql":
+                gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = :id"
+                connection.execute(sa.text("SELECT pg_terminate_backend(:id)"), {"id": session})
+            else:
+                gone = "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = :id"
+                connection.exec_driver_sql(f"KILL {int(session)}")
+            deadline = time.monotonic() + WAIT
+            while connection.execute(sa.text(gone), {"id": session}).scalar_one():
+                assert time.monotonic() < deadline, f"session {session} still open after {WAIT} s"
+                connection.rollback()  # a fresh snapshot of the activity view
+                time.sleep(0.01)
+    finally:
+        admin.dispose()
+
+
+def _pool_with_a_killed_connection(url: str, idle_seconds: float) -> tuple[sa.Engine, int]:
+    """A one-connection pool whose connection the server has since closed, and its session id."""
+    engine = sa.create_engine(url, pool_size=1, max_overflow=0)
+    install_idle_ping(engine, idle_seconds=idle_seconds)
+    with engine.connect() as connection:
+        first = _session_id(connection)
+    _kill(url, first)
+    return engine, first
+
+
+def test_a_connection_idle_past_the_window_is_pinged_and_replaced_when_dead(database):
+    engine, first = _pool_with_a_killed_connection(database.url, idle_seconds=0)
+    try:
+        with engine.connect() as connection:  # the ping finds it dead; the pool opens another
+            assert _session_id(connection) != first
+    finally:
+        engine.dispose()
+
+
+def test_a_connection_used_within_the_window_is_not_pinged(database):
+    engine, first = _pool_with_a_killed_connection(database.url, idle_seconds=3600)
+    try:
+        # No ping: the dead connection is handed out and its statement fails as a disconnect...
+        with pytest.raises(sa.exc.DBAPIError) as raised, engine.connect() as connection:
+            _session_id(connection)
+        assert raised.value.connection_invalidated
+        # ...after which the pool has been invalidated and the next checkout connects afresh.
+        with engine.connect() as connection:
+            assert _session_id(connection) != first
+    finally:
+        engine.dispose()
+
+
+def test_connection_providers_ping_connections_that_sat_idle(database):
+    provider = ConnectionProvider.from_url(database.url, maximum_pool_size=1)
+    try:
+        assert provider.engine.pool._pre_ping is False  # no round trip on every checkout
+        with provider.connect() as connection:
+            first = _session_id(connection)
+        _kill(database.url, first)
+        time.sleep(0.6)  # what is tested is the passing of the 0.5 s window itself
+        with provider.connect() as connection:
+            assert _session_id(connection) != first
+    finally:
+        provider.close()
+
+
+def test_a_negative_window_is_refused():
+    with pytest.raises(ValueError, match="idle_seconds must be 0 or more, not -1"):
+        install_idle_ping(sa.create_engine("sqlite://"), idle_seconds=-1)
