@@ -152,3 +152,32 @@ def test_command_line_parsing():
     assert chosen == ["throughput"] and settings.dbs == ("postgres",) and settings.quick
     with pytest.raises(SystemExit):
         parse(["no-such-benchmark"])
+
+
+def test_interleaved_rounds_report_their_median_round():
+    from bench.latency import median_round
+    from bench.report import _rounds
+
+    runs = [
+        {
+            "strategy": "fetch",
+            "source": "now",
+            "n": 50,
+            "expected": 50,
+            "left": 0,
+            "p50_ms": p50,
+            "p95_ms": p95,
+            "max_ms": mx,
+        }
+        for p50, p95, mx in ((5.0, 9.0, 20.0), (4.0, 7.0, 12.0), (6.0, 8.0, 30.0))
+    ]
+    row = median_round(runs)
+    assert (row["p50_ms"], row["p95_ms"], row["max_ms"]) == (5.0, 8.0, 30.0)
+    assert (row["n"], row["expected"], row["left"]) == (150, 150, 0)
+    assert [r["p95_ms"] for r in row["rounds"]] == [9.0, 7.0, 8.0]
+    assert _rounds(row) == ", median of rounds 9.0 / 7.0 / 8.0"
+    peer = median_round(
+        [{"status": "ok", "p95_ms": 9.0}, {"status": "failed", "error": "exit 1", "p95_ms": None}]
+    )
+    assert peer["status"] == "failed" and peer["error"] == "exit 1" and peer["p95_ms"] == 9.0
+    assert median_round(runs[:1]) is runs[0] and _rounds(runs[0]) == ""
