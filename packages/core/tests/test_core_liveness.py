@@ -87,3 +87,23 @@ def test_connection_providers_ping_connections_that_sat_idle(database):
 def test_a_negative_window_is_refused():
     with pytest.raises(ValueError, match="idle_seconds must be 0 or more, not -1"):
         install_idle_ping(sa.create_engine("sqlite://"), idle_seconds=-1)
+
+
+def test_an_explicit_pool_pre_ping_replaces_the_idle_ping(database):
+    template = ConnectionProvider.from_url(database.url, maximum_pool_size=1)  # never connects
+    config = template.config
+    template.close()
+    for choice in (True, False):
+        provider = ConnectionProvider(config, pool_pre_ping=choice)
+        try:
+            with provider.connect() as connection:
+                first = _session_id(connection)
+            _kill(database.url, first)
+            if choice:  # SQLAlchemy pings on every checkout, idle or not
+                with provider.connect() as connection:
+                    assert _session_id(connection) != first
+            else:  # no check at all: the dead connection is handed out
+                with pytest.raises(sa.exc.DBAPIError), provider.connect() as connection:
+                    _session_id(connection)
+        finally:
+            provider.close()
