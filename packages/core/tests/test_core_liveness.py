@@ -102,8 +102,46 @@ def test_an_explicit_pool_pre_ping_replaces_the_idle_ping(database):
             if choice:  # SQLAlchemy pings on every checkout, idle or not
                 with provider.connect() as connection:
                     assert _session_id(connection) != first
-            else:  # no check at all: the dead connection is handed out
+            else:  # no check at all, even after the idle window: the dead connection is handed out
+                time.sleep(0.6)  # past the 0.5 s window, which an idle ping would have used
                 with pytest.raises(sa.exc.DBAPIError), provider.connect() as connection:
                     _session_id(connection)
         finally:
             provider.close()
+
+
+def test_the_scheduler_s_raw_checkouts_are_pinged_too_and_new_connections_never(database):
+    engine = sa.create_engine(database.url, pool_size=1, max_overflow=0)
+    install_idle_ping(engine, idle_seconds=0)
+    ping, pings = engine.dialect.do_ping, []
+
+    def counted(dbapi_connection):
+        pings.append(dbapi_connection)
+        return ping(dbapi_connection)
+
+    engine.dialect.do_ping = counted  # counts what the listener sends; the ping itself is real
+    try:
+        raw = engine.raw_connection()  # a new connection: the connect itself proved it
+        first = _raw_session_id(raw)
+        raw.close()
+        assert pings == []
+        _kill(database.url, first)
+        raw = engine.raw_connection()  # pinged, found dead, replaced by a fresh connection
+        try:
+            assert len(pings) == 1 and _raw_session_id(raw) != first
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
+def _raw_session_id(raw) -> int:
+    cursor = raw.driver_connection.cursor()
+    try:
+        postgres = raw.driver_connection.__class__.__module__.startswith("psycopg")
+        cursor.execute("SELECT pg_backend_pid()" if postgres else "SELECT CONNECTION_ID()")
+        session = cursor.fetchone()[0]
+    finally:
+        cursor.close()
+    raw.driver_connection.rollback()
+    return session

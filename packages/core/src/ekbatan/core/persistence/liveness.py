@@ -7,7 +7,10 @@ trip to every ``schedule()`` call. What the ping guards against, a server that r
 dropped an idle connection, happens to connections that sat unused for a while; one given back
 a moment ago was just seen working. So, as HikariCP does with its 500 ms "alive bypass
 window", only a connection idle for longer than ``idle_seconds`` is pinged. A ping that finds
-the connection gone makes the pool drop it and open another, as ``pool_pre_ping`` would.
+the connection gone makes the pool discard every connection as old as it and reconnect, as
+``pool_pre_ping`` does. Unlike ``pool_pre_ping``, a failed ping is not passed to the engine's
+``handle_error`` listeners (SQLAlchemy offers no public way to); the statement errors they see
+are unchanged.
 
 The cost of the window: a connection the server dropped within it fails its next statement
 instead of being replaced, as it would had the server gone during that statement. SQLAlchemy
@@ -47,8 +50,10 @@ def install_idle_ping(engine: sa.Engine, *, idle_seconds: float = DEFAULT_IDLE_P
             dialect.do_ping(dbapi_connection)
         except dialect.loaded_dbapi.Error as exc:
             if dialect.is_disconnect(exc, dbapi_connection, None):
-                # The pool drops this connection and checks out another (up to three tries).
-                raise sa.exc.DisconnectionError(
+                # As pool_pre_ping does: the server most likely restarted, so every connection
+                # older than this one is stale too. The pool discards them all and this checkout
+                # reconnects the same record (one more attempt) before giving up.
+                raise sa.exc.InvalidatePoolError(
                     f"connection found closed after {clock() - since:.1f} s idle"
                 ) from exc
             raise
