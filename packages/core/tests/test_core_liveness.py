@@ -5,16 +5,27 @@ import sqlalchemy as sa
 
 from ekbatan.core import ConnectionProvider
 from ekbatan.core.persistence import install_idle_ping
+from testsupport import wait_until
 
 pytestmark = pytest.mark.dialects("postgres", "mariadb")
 
-WAIT = 10.0  # seconds: deadline for the server to finish closing a killed session
 
-
-def _session_id(connection: sa.Connection) -> int:
-    if connection.dialect.name == "postgresql":
-        return connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
-    return connection.exec_driver_sql("SELECT CONNECTION_ID()").scalar_one()
+def _session_id(connection: sa.Connection | sa.PoolProxiedConnection) -> int:
+    """The server session behind a connection: a SQLAlchemy one (whose errors SQLAlchemy wraps),
+    or a raw pooled one, the kind the scheduler's own statements check out."""
+    raw = connection.connection if isinstance(connection, sa.Connection) else connection
+    postgres = type(raw.driver_connection).__module__.startswith("psycopg")
+    query = "SELECT pg_backend_pid()" if postgres else "SELECT CONNECTION_ID()"
+    if isinstance(connection, sa.Connection):
+        return connection.exec_driver_sql(query).scalar_one()
+    cursor = raw.driver_connection.cursor()
+    try:
+        cursor.execute(query)
+        session = cursor.fetchone()[0]
+    finally:
+        cursor.close()
+    raw.driver_connection.rollback()
+    return session
 
 
 def _kill(url: str, session: int) -> None:
@@ -23,16 +34,17 @@ def _kill(url: str, session: int) -> None:
     try:
         with admin.connect() as connection:
             if connection.dialect.name == "postgresql":
-                gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = :id"
+                still_open = "SELECT count(*) FROM pg_stat_activity WHERE pid = :id"
                 connection.execute(sa.text("SELECT pg_terminate_backend(:id)"), {"id": session})
             else:
-                gone = "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = :id"
+                still_open = "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = :id"
                 connection.exec_driver_sql(f"KILL {int(session)}")
-            deadline = time.monotonic() + WAIT
-            while connection.execute(sa.text(gone), {"id": session}).scalar_one():
-                assert time.monotonic() < deadline, f"session {session} still open after {WAIT} s"
+
+            def closed() -> bool:
                 connection.rollback()  # a fresh snapshot of the activity view
-                time.sleep(0.01)
+                return connection.execute(sa.text(still_open), {"id": session}).scalar_one() == 0
+
+            wait_until(closed, timeout=10, message=f"session {session} closed by the server")
     finally:
         admin.dispose()
 
@@ -122,26 +134,14 @@ def test_the_scheduler_s_raw_checkouts_are_pinged_too_and_new_connections_never(
     engine.dialect.do_ping = counted  # counts what the listener sends; the ping itself is real
     try:
         raw = engine.raw_connection()  # a new connection: the connect itself proved it
-        first = _raw_session_id(raw)
+        first = _session_id(raw)
         raw.close()
         assert pings == []
         _kill(database.url, first)
         raw = engine.raw_connection()  # pinged, found dead, replaced by a fresh connection
         try:
-            assert len(pings) == 1 and _raw_session_id(raw) != first
+            assert len(pings) == 1 and _session_id(raw) != first
         finally:
             raw.close()
     finally:
         engine.dispose()
-
-
-def _raw_session_id(raw) -> int:
-    cursor = raw.driver_connection.cursor()
-    try:
-        postgres = raw.driver_connection.__class__.__module__.startswith("psycopg")
-        cursor.execute("SELECT pg_backend_pid()" if postgres else "SELECT CONNECTION_ID()")
-        session = cursor.fetchone()[0]
-    finally:
-        cursor.close()
-    raw.driver_connection.rollback()
-    return session
