@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
+from scheduler_repositories import notifying_repository
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 
@@ -19,7 +20,6 @@ from ekbatan.distributed_jobs.scheduler.driver_statements import (
 )
 from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler.wakeups import channel_for
 
 TASK = Tasks.one_time("direct").execute(lambda instance, ctx: None)
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -205,13 +205,7 @@ def test_killed_connections_invalidate_the_whole_pool_once_as_sqlalchemy_does(da
 
 @pytest.mark.dialects("postgres")
 def test_scheduling_one_execution_with_its_notification_goes_through_the_driver(engine, dialect, monkeypatch):
-    repo = TaskRepository(
-        engine,
-        resolve_dialect(engine),
-        TaskResolver([TASK]),
-        picked_by="direct",
-        notify_channel=channel_for("scheduled_tasks"),
-    )
+    repo = notifying_repository(engine, [TASK], "direct")
     calls = driver_calls(monkeypatch)
     new = NewExecution(TASK.name, "once", NOW, None, None)
     assert repo.create_if_not_exists(new) is True

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from scheduler_repositories import notifying_repository
 from sqlalchemy import event
 
 from ekbatan.distributed_jobs.scheduler import (
@@ -23,11 +24,8 @@ from ekbatan.distributed_jobs.scheduler import (
     Tasks,
     create_table,
 )
-from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
-from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler.wakeups import channel_for
+from ekbatan.distributed_jobs.scheduler.repository import NewExecution
 from testsupport import EventRecorder, wait_until
 
 pytestmark = pytest.mark.dialects("postgres")
@@ -254,13 +252,7 @@ def test_watched_statements_fall_back_to_the_poller_so_tracing_sees_every_claim(
 
 def test_claim_notified_takes_only_a_due_unpicked_row(engine):
     task = Tasks.one_time("t").execute(lambda instance, ctx: None)
-    repo = TaskRepository(
-        engine,
-        resolve_dialect(engine),
-        TaskResolver([task]),
-        picked_by="notified",
-        notify_channel=channel_for("scheduled_tasks"),
-    )
+    repo = notifying_repository(engine, [task], "notified")
     assert repo.claims_notified
     now = datetime.now(UTC)
     repo.create_batch(

@@ -1,0 +1,25 @@
+"""Repositories for tests that talk to the scheduler's table below the scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.tasks import Task
+from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler.wakeups import channel_for
+
+
+def notifying_repository(engine: sa.Engine, tasks: Sequence[Task], picked_by: str) -> TaskRepository:
+    """A repository on ``scheduled_tasks`` that announces what it schedules, as a scheduler's
+    does on PostgreSQL (and so can claim an announced execution)."""
+    return TaskRepository(
+        engine,
+        resolve_dialect(engine),
+        TaskResolver(tasks),
+        picked_by=picked_by,
+        notify_channel=channel_for("scheduled_tasks"),
+    )
