@@ -184,8 +184,9 @@ def run(settings: Settings) -> dict[str, Any]:
         rows = []
         with scratch_database(dialect) as db:
             create_scheduler_table(db.url)
-            due_now = [case for case in cases(settings, dialect) if case["source"] == "now"]
-            for case in cases(settings, dialect):
+            planned = cases(settings, dialect)
+            due_now = [case for case in planned if case["source"] == "now"]
+            for case in planned:
                 if case["source"] != "now":
                     rows.append(
                         _logged(dialect, run_case(db.url, case, tasks, spacing, first_due, idle_first))

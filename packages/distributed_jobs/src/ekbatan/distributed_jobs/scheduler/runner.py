@@ -138,11 +138,13 @@ class ExecutionRunner:
 
     def execute(self, execution: Execution) -> None:
         """Run a picked execution to the end (handler and handlers of its outcome)."""
-        early = (execution.execution_time - self.clock.now()).total_seconds() + self._truncated_by
+        now = self.clock.now()
+        early = (execution.execution_time - now).total_seconds() + self._truncated_by
         if early > 0:
             # Claimed just ahead of its due time (CLAIM_LEAD): the handler starts at it,
             # never before. Bounded, so a clock that does not move cannot hold a worker.
             time.sleep(min(early, CLAIM_LEAD))
+            now = self.clock.now()
         task = self.repository.resolver.resolve(execution.task_name)
         listeners = self.listeners
         if task is None:
@@ -155,9 +157,7 @@ class ExecutionRunner:
             priority=execution.priority,
             data_supplier=self._decoder(task, execution),
         )
-        heartbeat = HeartbeatState(
-            self.clock, self.clock.now(), self.heartbeat_interval, self.missed_heartbeats_limit
-        )
+        heartbeat = HeartbeatState(self.clock, now, self.heartbeat_interval, self.missed_heartbeats_limit)
         currently = CurrentlyExecuting(execution, instance, self.clock, heartbeat)
         token = self.registry.add(currently)
         try:
