@@ -80,20 +80,17 @@ def scratch_database(dialect: str) -> Iterator[Any]:
         db.drop()
 
 
-def server_engine(url: str, pool_size: int) -> sa.Engine:
-    """A scheduler's or a client's engine on a database server, pooled as the product's
-    ``ConnectionProvider`` pools it: connections idle for more than 0.5 s are pinged when taken."""
+def pooled_engine(url: str, pool_size: int) -> sa.Engine:
+    """A scheduler's or a client's engine, pooled as the product's ``ConnectionProvider`` pools
+    it: on a server, connections idle for more than 0.5 s are pinged when taken (a SQLite file
+    keeps SQLAlchemy's own pool and needs no check)."""
+    if url.startswith("sqlite"):
+        return sa.create_engine(url)
     from ekbatan.core.persistence import install_idle_ping
 
     engine = sa.create_engine(url, pool_size=pool_size, max_overflow=0)
     install_idle_ping(engine)
     return engine
-
-
-def make_engine(url: str, pool_size: int = 5, **kwargs: Any) -> sa.Engine:
-    if url.startswith("sqlite"):
-        return sa.create_engine(url, **kwargs)
-    return sa.create_engine(url, pool_size=pool_size, max_overflow=0, pool_pre_ping=False, **kwargs)
 
 
 def create_scheduler_table(url: str) -> None:

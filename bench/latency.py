@@ -32,8 +32,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from bench import peers
 from bench.common import (
     Settings,
@@ -41,8 +39,8 @@ from bench.common import (
     log,
     median,
     percentile,
+    pooled_engine,
     scratch_database,
-    server_engine,
     start_crew,
     truncate,
     wait_until_empty,
@@ -99,7 +97,7 @@ def run_case(
     if case["source"] in ("other", "now"):
         # A pooled, already open connection, as in an application: a fresh connection per
         # call would add its set-up (~3 ms on PostgreSQL here) to every due-now figure.
-        engine = server_engine(url, 1) if not url.startswith("sqlite") else sa.create_engine(url)
+        engine = pooled_engine(url, 1)
         with engine.connect():
             pass
         task = Tasks.one_time("bench", dict).execute(lambda i, c: None)

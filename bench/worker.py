@@ -66,14 +66,13 @@ def build_scheduler(
 
 
 def scheduler_worker(pipe: Any, go: Any, stop: Any, url: str, opts: dict[str, Any]) -> None:
-    import sqlalchemy as sa
     from sqlalchemy import event
 
-    from bench.common import rss_kb, server_engine
+    from bench.common import pooled_engine, rss_kb
 
     threads = int(opts.get("threads", 10))
     pool_size = int(opts.get("pool_size") or min(threads + 2, 16))
-    engine = sa.create_engine(url) if url.startswith("sqlite") else server_engine(url, pool_size)
+    engine = pooled_engine(url, pool_size)
     statements = itertools.count()
     statement_count = [0]
     if opts.get("count_statements"):
