@@ -5,64 +5,69 @@ The names most applications need are re-exported here; each subpackage (``config
 ``persistence``, ``sharding``, ``migrations``, ``outbox``) exports its full public API.
 """
 
-from ekbatan.core.config import (
-    EkbatanSettings,
-    HandlingConfig,
-    IsoDuration,
-    JobsConfig,
-    LocalEventHandlerConfig,
-    SettingsError,
-    format_iso_duration,
-    load_settings,
-    parse_iso_duration,
-    settings_from_document,
-)
-from ekbatan.core.migrations import (
-    EventlogTables,
-    Migration,
-    MigrationContributorError,
-    MigrationError,
-    MigrationTarget,
-    eventlog_statements,
-    eventlog_tables,
-    framework_statements,
-    migrate,
-)
-from ekbatan.core.outbox import (
-    Action,
-    ActionExecutor,
-    ActionOutcome,
-    ActionParams,
-    ActionPlan,
-    CrossShardError,
-    EventCodec,
-    EventTypeCollisionError,
-    InvalidActionParamsError,
-    ModelEvent,
-    PartiallyCommittedError,
-    action,
-    current_plan,
-    record_events,
-)
-from ekbatan.core.persistence import (
-    ConnectionProvider,
-    DataSourceConfig,
-    Dialect,
-    TransactionManager,
-    dialect_from_jdbc_url,
-    dialect_from_url,
-    translate_jdbc_url,
-)
-from ekbatan.core.sharding import (
-    DatabaseRegistry,
-    GroupConfig,
-    JobsPoolNotConfiguredError,
-    MemberConfig,
-    ShardedUUID,
-    ShardIdentifier,
-    ShardingConfig,
-    jobs_connection_provider,
-)
+from typing import TYPE_CHECKING
+
+from ekbatan.core.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from ekbatan.core.config import (
+        EkbatanSettings,
+        HandlingConfig,
+        IsoDuration,
+        JobsConfig,
+        LocalEventHandlerConfig,
+        SettingsError,
+        format_iso_duration,
+        load_settings,
+        parse_iso_duration,
+        settings_from_document,
+    )
+    from ekbatan.core.migrations import (
+        EventlogTables,
+        Migration,
+        MigrationContributorError,
+        MigrationError,
+        MigrationTarget,
+        eventlog_statements,
+        eventlog_tables,
+        framework_statements,
+        migrate,
+    )
+    from ekbatan.core.outbox import (
+        Action,
+        ActionExecutor,
+        ActionOutcome,
+        ActionParams,
+        ActionPlan,
+        CrossShardError,
+        EventCodec,
+        EventTypeCollisionError,
+        InvalidActionParamsError,
+        ModelEvent,
+        PartiallyCommittedError,
+        action,
+        current_plan,
+        record_events,
+    )
+    from ekbatan.core.persistence import (
+        ConnectionProvider,
+        DataSourceConfig,
+        Dialect,
+        TransactionManager,
+        dialect_from_jdbc_url,
+        dialect_from_url,
+        translate_jdbc_url,
+    )
+    from ekbatan.core.sharding import (
+        DatabaseRegistry,
+        GroupConfig,
+        JobsPoolNotConfiguredError,
+        MemberConfig,
+        ShardedUUID,
+        ShardIdentifier,
+        ShardingConfig,
+        jobs_connection_provider,
+    )
 
 __all__ = [
     "Action",
@@ -114,3 +119,67 @@ __all__ = [
     "settings_from_document",
     "translate_jdbc_url",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ekbatan.core.config": (
+            "EkbatanSettings",
+            "HandlingConfig",
+            "IsoDuration",
+            "JobsConfig",
+            "LocalEventHandlerConfig",
+            "SettingsError",
+            "format_iso_duration",
+            "load_settings",
+            "parse_iso_duration",
+            "settings_from_document",
+        ),
+        "ekbatan.core.migrations": (
+            "EventlogTables",
+            "Migration",
+            "MigrationContributorError",
+            "MigrationError",
+            "MigrationTarget",
+            "eventlog_statements",
+            "eventlog_tables",
+            "framework_statements",
+            "migrate",
+        ),
+        "ekbatan.core.outbox": (
+            "Action",
+            "ActionExecutor",
+            "ActionOutcome",
+            "ActionParams",
+            "ActionPlan",
+            "CrossShardError",
+            "EventCodec",
+            "EventTypeCollisionError",
+            "InvalidActionParamsError",
+            "ModelEvent",
+            "PartiallyCommittedError",
+            "action",
+            "current_plan",
+            "record_events",
+        ),
+        "ekbatan.core.persistence": (
+            "ConnectionProvider",
+            "DataSourceConfig",
+            "Dialect",
+            "TransactionManager",
+            "dialect_from_jdbc_url",
+            "dialect_from_url",
+            "translate_jdbc_url",
+        ),
+        "ekbatan.core.sharding": (
+            "DatabaseRegistry",
+            "GroupConfig",
+            "JobsPoolNotConfiguredError",
+            "MemberConfig",
+            "ShardedUUID",
+            "ShardIdentifier",
+            "ShardingConfig",
+            "jobs_connection_provider",
+        ),
+    },
+)

@@ -1,23 +1,28 @@
 """Settings: ``application.yml`` under ``ekbatan:``, placeholders, env overrides, ISO-8601 durations."""
 
-from ekbatan.core.config.durations import (
-    DurationFormatError,
-    IsoDuration,
-    format_iso_duration,
-    parse_iso_duration,
-)
-from ekbatan.core.config.environment import EkbatanEnvironmentSource, EnvironmentOverrideError
-from ekbatan.core.config.errors import SettingsError
-from ekbatan.core.config.jobs import (
-    DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_POLLING_INTERVAL,
-    DEFAULT_SHUTDOWN_MAX_WAIT,
-    JobsConfig,
-)
-from ekbatan.core.config.key_folding import fold_key
-from ekbatan.core.config.local_event_handler import HandlingConfig, LocalEventHandlerConfig
-from ekbatan.core.config.placeholders import expand_placeholders
-from ekbatan.core.config.settings import EkbatanSettings, load_settings, settings_from_document
+from typing import TYPE_CHECKING
+
+from ekbatan.core.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from ekbatan.core.config.durations import (
+        DurationFormatError,
+        IsoDuration,
+        format_iso_duration,
+        parse_iso_duration,
+    )
+    from ekbatan.core.config.environment import EkbatanEnvironmentSource, EnvironmentOverrideError
+    from ekbatan.core.config.errors import SettingsError
+    from ekbatan.core.config.jobs import (
+        DEFAULT_HEARTBEAT_INTERVAL,
+        DEFAULT_POLLING_INTERVAL,
+        DEFAULT_SHUTDOWN_MAX_WAIT,
+        JobsConfig,
+    )
+    from ekbatan.core.config.key_folding import fold_key
+    from ekbatan.core.config.local_event_handler import HandlingConfig, LocalEventHandlerConfig
+    from ekbatan.core.config.placeholders import expand_placeholders
+    from ekbatan.core.config.settings import EkbatanSettings, load_settings, settings_from_document
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
@@ -39,3 +44,27 @@ __all__ = [
     "parse_iso_duration",
     "settings_from_document",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ekbatan.core.config.durations": (
+            "DurationFormatError",
+            "IsoDuration",
+            "format_iso_duration",
+            "parse_iso_duration",
+        ),
+        "ekbatan.core.config.environment": ("EkbatanEnvironmentSource", "EnvironmentOverrideError"),
+        "ekbatan.core.config.errors": ("SettingsError",),
+        "ekbatan.core.config.jobs": (
+            "DEFAULT_HEARTBEAT_INTERVAL",
+            "DEFAULT_POLLING_INTERVAL",
+            "DEFAULT_SHUTDOWN_MAX_WAIT",
+            "JobsConfig",
+        ),
+        "ekbatan.core.config.key_folding": ("fold_key",),
+        "ekbatan.core.config.local_event_handler": ("HandlingConfig", "LocalEventHandlerConfig"),
+        "ekbatan.core.config.placeholders": ("expand_placeholders",),
+        "ekbatan.core.config.settings": ("EkbatanSettings", "load_settings", "settings_from_document"),
+    },
+)

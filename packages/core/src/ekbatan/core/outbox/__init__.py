@@ -4,28 +4,33 @@ Business changes and the events they cause commit in one database transaction pe
 consumer never sees an event whose change was rolled back, nor misses one that committed.
 """
 
-from ekbatan.core.outbox.actions import ACTION_MARKER, Action, action, is_action
-from ekbatan.core.outbox.clock import Clock, UtcClock
-from ekbatan.core.outbox.codec import EncodedEvent, EventCodec, default_codec
-from ekbatan.core.outbox.errors import (
-    ActionNotRegisteredError,
-    CrossShardError,
-    EventTypeCollisionError,
-    InvalidActionParamsError,
-    InvalidEventError,
-    NoActionRunningError,
-    OutboxError,
-    PartiallyCommittedError,
-    UnexpectedRowCountError,
-)
-from ekbatan.core.outbox.event_types import EventTypeRegistry, default_event_types
-from ekbatan.core.outbox.events import ModelEvent
-from ekbatan.core.outbox.executor import ActionExecutor, ActionOutcome
-from ekbatan.core.outbox.namespaces import validate_namespace
-from ekbatan.core.outbox.params import ActionParams, params_to_json_object
-from ekbatan.core.outbox.plan import ActionPlan, current_plan
-from ekbatan.core.outbox.recording import RecordedAction, record_events
-from ekbatan.core.outbox.routing import instance_shard
+from typing import TYPE_CHECKING
+
+from ekbatan.core.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from ekbatan.core.outbox.actions import ACTION_MARKER, Action, action, is_action
+    from ekbatan.core.outbox.clock import Clock, UtcClock
+    from ekbatan.core.outbox.codec import EncodedEvent, EventCodec, default_codec
+    from ekbatan.core.outbox.errors import (
+        ActionNotRegisteredError,
+        CrossShardError,
+        EventTypeCollisionError,
+        InvalidActionParamsError,
+        InvalidEventError,
+        NoActionRunningError,
+        OutboxError,
+        PartiallyCommittedError,
+        UnexpectedRowCountError,
+    )
+    from ekbatan.core.outbox.event_types import EventTypeRegistry, default_event_types
+    from ekbatan.core.outbox.events import ModelEvent
+    from ekbatan.core.outbox.executor import ActionExecutor, ActionOutcome
+    from ekbatan.core.outbox.namespaces import validate_namespace
+    from ekbatan.core.outbox.params import ActionParams, params_to_json_object
+    from ekbatan.core.outbox.plan import ActionPlan, current_plan
+    from ekbatan.core.outbox.recording import RecordedAction, record_events
+    from ekbatan.core.outbox.routing import instance_shard
 
 __all__ = [
     "ACTION_MARKER",
@@ -60,3 +65,31 @@ __all__ = [
     "record_events",
     "validate_namespace",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ekbatan.core.outbox.actions": ("ACTION_MARKER", "Action", "action", "is_action"),
+        "ekbatan.core.outbox.clock": ("Clock", "UtcClock"),
+        "ekbatan.core.outbox.codec": ("EncodedEvent", "EventCodec", "default_codec"),
+        "ekbatan.core.outbox.errors": (
+            "ActionNotRegisteredError",
+            "CrossShardError",
+            "EventTypeCollisionError",
+            "InvalidActionParamsError",
+            "InvalidEventError",
+            "NoActionRunningError",
+            "OutboxError",
+            "PartiallyCommittedError",
+            "UnexpectedRowCountError",
+        ),
+        "ekbatan.core.outbox.event_types": ("EventTypeRegistry", "default_event_types"),
+        "ekbatan.core.outbox.events": ("ModelEvent",),
+        "ekbatan.core.outbox.executor": ("ActionExecutor", "ActionOutcome"),
+        "ekbatan.core.outbox.namespaces": ("validate_namespace",),
+        "ekbatan.core.outbox.params": ("ActionParams", "params_to_json_object"),
+        "ekbatan.core.outbox.plan": ("ActionPlan", "current_plan"),
+        "ekbatan.core.outbox.recording": ("RecordedAction", "record_events"),
+        "ekbatan.core.outbox.routing": ("instance_shard",),
+    },
+)

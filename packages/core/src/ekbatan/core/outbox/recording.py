@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ekbatan.core.migrations.eventlog_ddl import DEFAULT_EVENTLOG_SCHEMA
-from ekbatan.core.migrations.eventlog_tables import eventlog_tables
+from ekbatan.core.migrations.eventlog_metadata import eventlog_tables
 from ekbatan.core.outbox.clock import Clock, UtcClock, utc_now
 from ekbatan.core.outbox.codec import EventCodec, default_codec
 from ekbatan.core.outbox.events import ModelEvent

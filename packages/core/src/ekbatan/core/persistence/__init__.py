@@ -1,19 +1,24 @@
 """Connection pools and transactions: ``DataSourceConfig``, ``ConnectionProvider``, ``TransactionManager``."""
 
-from ekbatan.core.persistence.column_types import UtcDateTime, UuidText
-from ekbatan.core.persistence.connection_provider import ConnectionProvider, engine_options
-from ekbatan.core.persistence.credentials import mask_url_password
-from ekbatan.core.persistence.data_source import DataSourceConfig
-from ekbatan.core.persistence.dialect import Dialect, dialect_from_url
-from ekbatan.core.persistence.jdbc_urls import (
-    TranslatedJdbcUrl,
-    UnsupportedJdbcUrlError,
-    dialect_from_jdbc_url,
-    translate_jdbc_url,
-)
-from ekbatan.core.persistence.liveness import DEFAULT_IDLE_PING_SECONDS, install_idle_ping
-from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
-from ekbatan.core.persistence.transaction_manager import TransactionManager
+from typing import TYPE_CHECKING
+
+from ekbatan.core.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from ekbatan.core.persistence.column_types import UtcDateTime, UuidText
+    from ekbatan.core.persistence.connection_provider import ConnectionProvider, engine_options
+    from ekbatan.core.persistence.credentials import mask_url_password
+    from ekbatan.core.persistence.data_source import DataSourceConfig
+    from ekbatan.core.persistence.dialect import Dialect, dialect_from_url
+    from ekbatan.core.persistence.jdbc_urls import (
+        TranslatedJdbcUrl,
+        UnsupportedJdbcUrlError,
+        dialect_from_jdbc_url,
+        translate_jdbc_url,
+    )
+    from ekbatan.core.persistence.liveness import DEFAULT_IDLE_PING_SECONDS, install_idle_ping
+    from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
+    from ekbatan.core.persistence.transaction_manager import TransactionManager
 
 __all__ = [
     "DEFAULT_IDLE_PING_SECONDS",
@@ -33,3 +38,23 @@ __all__ = [
     "translate_jdbc_url",
     "validate_sql_identifier",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ekbatan.core.persistence.column_types": ("UtcDateTime", "UuidText"),
+        "ekbatan.core.persistence.connection_provider": ("ConnectionProvider", "engine_options"),
+        "ekbatan.core.persistence.credentials": ("mask_url_password",),
+        "ekbatan.core.persistence.data_source": ("DataSourceConfig",),
+        "ekbatan.core.persistence.dialect": ("Dialect", "dialect_from_url"),
+        "ekbatan.core.persistence.jdbc_urls": (
+            "TranslatedJdbcUrl",
+            "UnsupportedJdbcUrlError",
+            "dialect_from_jdbc_url",
+            "translate_jdbc_url",
+        ),
+        "ekbatan.core.persistence.liveness": ("DEFAULT_IDLE_PING_SECONDS", "install_idle_ping"),
+        "ekbatan.core.persistence.sql_identifiers": ("validate_sql_identifier",),
+        "ekbatan.core.persistence.transaction_manager": ("TransactionManager",),
+    },
+)

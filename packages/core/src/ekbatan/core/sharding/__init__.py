@@ -1,21 +1,26 @@
 """Shards: ``ShardIdentifier``, ``ShardedUUID``, the ``ekbatan.sharding`` settings and ``DatabaseRegistry``."""
 
-from ekbatan.core.sharding.config import (
-    DefaultShardConfig,
-    GroupConfig,
-    MemberConfig,
-    ShardingConfig,
-    target_name,
-)
-from ekbatan.core.sharding.jobs_pool import (
-    JobsPoolNotConfiguredError,
-    jobs_config_path,
-    jobs_connection_provider,
-    resolve_jobs_config,
-)
-from ekbatan.core.sharding.registry import DatabaseRegistry
-from ekbatan.core.sharding.shard_identifier import ShardIdentifier
-from ekbatan.core.sharding.sharded_uuid import ShardedUUID
+from typing import TYPE_CHECKING
+
+from ekbatan.core.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from ekbatan.core.sharding.config import (
+        DefaultShardConfig,
+        GroupConfig,
+        MemberConfig,
+        ShardingConfig,
+        target_name,
+    )
+    from ekbatan.core.sharding.jobs_pool import (
+        JobsPoolNotConfiguredError,
+        jobs_config_path,
+        jobs_connection_provider,
+        resolve_jobs_config,
+    )
+    from ekbatan.core.sharding.registry import DatabaseRegistry
+    from ekbatan.core.sharding.shard_identifier import ShardIdentifier
+    from ekbatan.core.sharding.sharded_uuid import ShardedUUID
 
 __all__ = [
     "DatabaseRegistry",
@@ -31,3 +36,25 @@ __all__ = [
     "resolve_jobs_config",
     "target_name",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ekbatan.core.sharding.config": (
+            "DefaultShardConfig",
+            "GroupConfig",
+            "MemberConfig",
+            "ShardingConfig",
+            "target_name",
+        ),
+        "ekbatan.core.sharding.jobs_pool": (
+            "JobsPoolNotConfiguredError",
+            "jobs_config_path",
+            "jobs_connection_provider",
+            "resolve_jobs_config",
+        ),
+        "ekbatan.core.sharding.registry": ("DatabaseRegistry",),
+        "ekbatan.core.sharding.shard_identifier": ("ShardIdentifier",),
+        "ekbatan.core.sharding.sharded_uuid": ("ShardedUUID",),
+    },
+)

@@ -1,0 +1,43 @@
+"""Package namespaces that import a submodule when one of its names is first used.
+
+``import ekbatan.core.persistence.liveness`` runs ``ekbatan/core/__init__.py`` and
+``ekbatan/core/persistence/__init__.py`` first. Had those imported everything they re-export,
+a process needing only the pool's liveness check (a scheduler on a hand-built engine, which
+depends on SQLAlchemy alone) would load the settings models, pydantic and the outbox with it:
+about 20 MB and 0.4 s here. So those packages resolve their re-exported names on first access
+(PEP 562); ``from ekbatan.core import ConnectionProvider`` works as before.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+def lazy_exports(
+    package: str, exports: Mapping[str, Sequence[str]]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package``, which re-exports ``exports``: for each
+    submodule (its full name), the names taken from it, each ``"name"`` or, renamed as an
+    import would, ``"name as exported_name"``."""
+    home: dict[str, tuple[str, str]] = {}
+    for module, names in exports.items():
+        for entry in names:
+            attribute, _, exported = entry.partition(" as ")
+            home[exported or attribute] = (module, attribute)
+
+    def __getattr__(name: str) -> Any:
+        found = home.get(name)
+        if found is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module, attribute = found
+        value = getattr(importlib.import_module(module), attribute)
+        setattr(sys.modules[package], name, value)  # later lookups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | home.keys())
+
+    return __getattr__, __dir__

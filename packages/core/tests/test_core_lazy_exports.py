@@ -1,0 +1,95 @@
+"""ekbatan.core's packages resolve their re-exported names on first use (``lazy_exports.py``)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ekbatan.core
+
+PACKAGES = ["ekbatan.core"] + [
+    f"ekbatan.core.{info.name}" for info in pkgutil.iter_modules(ekbatan.core.__path__) if info.ispkg
+]
+
+
+def _type_checking_imports(package: str) -> dict[str, tuple[str, str]]:
+    """What the package's ``if TYPE_CHECKING:`` block imports: name → (module, attribute)."""
+    source = Path(importlib.import_module(package).__file__).read_text()
+    found: dict[str, tuple[str, str]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for statement in node.body:
+                assert isinstance(statement, ast.ImportFrom), ast.dump(statement)
+                for alias in statement.names:
+                    found[alias.asname or alias.name] = (statement.module, alias.name)
+    return found
+
+
+def test_every_core_package_is_covered() -> None:
+    assert set(PACKAGES) >= {
+        "ekbatan.core",
+        "ekbatan.core.config",
+        "ekbatan.core.migrations",
+        "ekbatan.core.outbox",
+        "ekbatan.core.persistence",
+        "ekbatan.core.sharding",
+    }
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_all_type_checking_imports_and_lazy_names_agree(package: str) -> None:
+    module = importlib.import_module(package)
+    declared = _type_checking_imports(package)
+    assert sorted(declared) == sorted(module.__all__), "the TYPE_CHECKING imports and __all__ differ"
+    for name, (home, attribute) in declared.items():
+        assert getattr(module, name) is getattr(importlib.import_module(home), attribute), name
+    own = {"TYPE_CHECKING", "lazy_exports"}
+    submodules = {info.name for info in pkgutil.iter_modules(module.__path__)}
+    # Importing a submodule binds its name on the package, hiding a lazy name it shares.
+    assert not submodules & set(module.__all__), "an exported name is also a submodule's name"
+    public = {n for n in dir(module) if not n.startswith("_")} - own - submodules
+    assert public == set(module.__all__), "the lazy names and __all__ differ"
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
+    with pytest.raises(
+        AttributeError, match="'ekbatan.core.persistence' has no attribute 'ConectionProvider'"
+    ):
+        _ = ekbatan.core.persistence.ConectionProvider  # type: ignore[attr-defined]
+    with pytest.raises(ImportError, match="ConectionProvider"):
+        from ekbatan.core import ConectionProvider  # type: ignore[attr-defined]  # noqa: F401
+
+
+def test_star_import_gives_every_public_name() -> None:
+    namespace: dict[str, object] = {}
+    exec("from ekbatan.core import *", namespace)
+    assert set(ekbatan.core.__all__) <= namespace.keys()
+
+
+def _loaded_by(statement: str) -> list[str]:
+    probe = (
+        f"{statement}\nimport sys\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' or "
+        "m.startswith(('ekbatan.core.config', 'ekbatan.core.outbox', 'ekbatan.core.sharding'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return ast.literal_eval(out.stdout.strip())
+
+
+def test_the_liveness_check_alone_loads_no_settings_models() -> None:
+    # A scheduler on a hand-built engine depends on SQLAlchemy only; its pool check must not
+    # bring pydantic, the settings models or the outbox with it (~20 MB per process).
+    assert _loaded_by("from ekbatan.core.persistence import install_idle_ping") == []
+    assert _loaded_by("import ekbatan.core.persistence.liveness") == []
+
+
+def test_a_settings_name_loads_what_it_needs() -> None:
+    # The probe can see what it looks for: the same import by way of the settings does load pydantic.
+    loaded = _loaded_by("from ekbatan.core import ConnectionProvider")
+    assert "pydantic" in loaded and "ekbatan.core.config" in loaded
