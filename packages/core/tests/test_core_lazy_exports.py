@@ -8,6 +8,7 @@ import pkgutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -49,11 +50,11 @@ def test_all_type_checking_imports_and_lazy_names_agree(package: str) -> None:
     assert sorted(declared) == sorted(module.__all__), "the TYPE_CHECKING imports and __all__ differ"
     for name, (home, attribute) in declared.items():
         assert getattr(module, name) is getattr(importlib.import_module(home), attribute), name
-    own = {"TYPE_CHECKING", "lazy_exports"}
     submodules = {info.name for info in pkgutil.iter_modules(module.__path__)}
-    # Importing a submodule binds its name on the package, hiding a lazy name it shares.
-    assert not submodules & set(module.__all__), "an exported name is also a submodule's name"
-    public = {n for n in dir(module) if not n.startswith("_")} - own - submodules
+    # Importing a submodule binds its name on the package, hiding any other object of that name.
+    clashes = {n for n, v in vars(module).items() if n in submodules and not isinstance(v, ModuleType)}
+    assert not clashes, "a submodule's name is bound to something else on its package"
+    public = {n for n in dir(module) if not n.startswith("_")} - {"TYPE_CHECKING"} - submodules
     assert public == set(module.__all__), "the lazy names and __all__ differ"
 
 
@@ -78,7 +79,8 @@ def _loaded_by(statement: str) -> list[str]:
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' or "
         "m.startswith(('ekbatan.core.config', 'ekbatan.core.outbox', 'ekbatan.core.sharding'))))"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
     return ast.literal_eval(out.stdout.strip())
 
 
@@ -93,3 +95,19 @@ def test_a_settings_name_loads_what_it_needs() -> None:
     # The probe can see what it looks for: the same import by way of the settings does load pydantic.
     loaded = _loaded_by("from ekbatan.core import ConnectionProvider")
     assert "pydantic" in loaded and "ekbatan.core.config" in loaded
+
+
+def test_subpackages_and_submodules_are_attributes_of_a_freshly_imported_package() -> None:
+    # as when the packages imported everything eagerly: no import of the subpackage needed
+    probe = (
+        "import ekbatan.core\n"
+        "print(ekbatan.core.persistence.ConnectionProvider.__name__, "
+        "ekbatan.core.migrations.core_contributions.__name__, ekbatan.core.lazy_exports.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [
+        "ConnectionProvider",
+        "ekbatan.core.migrations.core_contributions",
+        "ekbatan.core.lazy_exports",
+    ]

@@ -7,7 +7,7 @@ The names most applications need are re-exported here; each subpackage (``config
 
 from typing import TYPE_CHECKING
 
-from ekbatan.core.lazy_exports import lazy_exports
+from ekbatan.core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ekbatan.core.config import (
@@ -120,7 +120,7 @@ __all__ = [
     "translate_jdbc_url",
 ]
 
-__getattr__, __dir__ = lazy_exports(
+__getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "ekbatan.core.config": (

@@ -5,12 +5,19 @@
 a process needing only the pool's liveness check (a scheduler on a hand-built engine, which
 depends on SQLAlchemy alone) would load the settings models, pydantic and the outbox with it:
 about 20 MB and 0.4 s here. So those packages resolve their re-exported names on first access
-(PEP 562); ``from ekbatan.core import ConnectionProvider`` works as before.
+(PEP 562); ``from ekbatan.core import ConnectionProvider`` works as before, and so does
+``ekbatan.core.persistence`` after ``import ekbatan.core`` (a submodule is imported on first
+access too, as the eager imports used to bind them all).
+
+An exported name must not also be a submodule's name: importing the submodule binds its name
+on the package and hides the export. The packages import this function as ``_lazy_exports``
+for the same reason.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -28,9 +35,13 @@ def lazy_exports(
             attribute, _, exported = entry.partition(" as ")
             home[exported or attribute] = (module, attribute)
 
+    submodules = {info.name for info in pkgutil.iter_modules(sys.modules[package].__path__)}
+
     def __getattr__(name: str) -> Any:
         found = home.get(name)
         if found is None:
+            if name in submodules:
+                return importlib.import_module(f"{package}.{name}")  # the import binds it
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module, attribute = found
         value = getattr(importlib.import_module(module), attribute)

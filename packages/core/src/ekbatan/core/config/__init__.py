@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from ekbatan.core.lazy_exports import lazy_exports
+from ekbatan.core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ekbatan.core.config.durations import (
@@ -45,7 +45,7 @@ __all__ = [
     "settings_from_document",
 ]
 
-__getattr__, __dir__ = lazy_exports(
+__getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "ekbatan.core.config.durations": (

@@ -6,7 +6,7 @@ consumer never sees an event whose change was rolled back, nor misses one that c
 
 from typing import TYPE_CHECKING
 
-from ekbatan.core.lazy_exports import lazy_exports
+from ekbatan.core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ekbatan.core.outbox.actions import ACTION_MARKER, Action, action, is_action
@@ -66,7 +66,7 @@ __all__ = [
     "validate_namespace",
 ]
 
-__getattr__, __dir__ = lazy_exports(
+__getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "ekbatan.core.outbox.actions": ("ACTION_MARKER", "Action", "action", "is_action"),
