@@ -111,3 +111,28 @@ def test_subpackages_and_submodules_are_attributes_of_a_freshly_imported_package
         "ekbatan.core.migrations.core_contributions",
         "ekbatan.core.lazy_exports",
     ]
+
+
+def test_a_submodule_that_fails_to_import_says_why_instead_of_missing(tmp_path, monkeypatch):
+    package = tmp_path / "lazy_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from ekbatan.core.lazy_exports import lazy_exports as _lazy_exports\n"
+        "__all__ = ['value']\n"
+        "__getattr__, __dir__ = _lazy_exports(__name__, {'lazy_probe.values': ('value',)})\n"
+    )
+    (package / "values.py").write_text("value = 42\n")
+    (package / "broken.py").write_text("import no_such_dependency_here\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lazy_probe", raising=False)
+    probe = importlib.import_module("lazy_probe")
+    assert probe.value == 42
+    assert probe.values.__name__ == "lazy_probe.values"
+    with pytest.raises(ModuleNotFoundError, match="no_such_dependency_here"):
+        _ = probe.broken
+    with pytest.raises(AttributeError, match="has no attribute 'absent'"):
+        _ = probe.absent
+    with pytest.raises(AttributeError, match="has no attribute 'values.deeper'"):
+        getattr(probe, "values.deeper")
+    for name in ("lazy_probe", "lazy_probe.values", "lazy_probe.broken"):
+        monkeypatch.delitem(sys.modules, name, raising=False)

@@ -17,7 +17,6 @@ for the same reason.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -35,14 +34,10 @@ def lazy_exports(
             attribute, _, exported = entry.partition(" as ")
             home[exported or attribute] = (module, attribute)
 
-    submodules = {info.name for info in pkgutil.iter_modules(sys.modules[package].__path__)}
-
     def __getattr__(name: str) -> Any:
         found = home.get(name)
         if found is None:
-            if name in submodules:
-                return importlib.import_module(f"{package}.{name}")  # the import binds it
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            return _submodule(package, name)
         module, attribute = found
         value = getattr(importlib.import_module(module), attribute)
         setattr(sys.modules[package], name, value)  # later lookups skip this function
@@ -52,3 +47,15 @@ def lazy_exports(
         return sorted(set(vars(sys.modules[package])) | home.keys())
 
     return __getattr__, __dir__
+
+
+def _submodule(package: str, name: str) -> Any:
+    """``package.name`` when it is a submodule (importing it binds it on the package)."""
+    if not name.isidentifier():
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    try:
+        return importlib.import_module(f"{package}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.{name}":  # the submodule exists; something it imports does not
+            raise
+        raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
