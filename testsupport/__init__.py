@@ -10,6 +10,7 @@ from testsupport.databases import (
     server_url,
 )
 from testsupport.scheduler_events import EventRecorder
+from testsupport.server_sessions import kill_sessions, session_id
 from testsupport.waiting import wait_until
 
 __all__ = [
@@ -17,6 +18,8 @@ __all__ = [
     "EventRecorder",
     "IsolatedDatabase",
     "create_isolated_database",
+    "kill_sessions",
     "server_url",
+    "session_id",
     "wait_until",
 ]

@@ -5,48 +5,9 @@ import sqlalchemy as sa
 
 from ekbatan.core import ConnectionProvider
 from ekbatan.core.persistence import install_idle_ping
-from testsupport import wait_until
+from testsupport import kill_sessions, session_id
 
 pytestmark = pytest.mark.dialects("postgres", "mariadb")
-
-
-def _session_id(connection: sa.Connection | sa.PoolProxiedConnection) -> int:
-    """The server session behind a connection: a SQLAlchemy one (whose errors SQLAlchemy wraps),
-    or a raw pooled one, the kind the scheduler's own statements check out."""
-    raw = connection.connection if isinstance(connection, sa.Connection) else connection
-    postgres = type(raw.driver_connection).__module__.startswith("psycopg")
-    query = "SELECT pg_backend_pid()" if postgres else "SELECT CONNECTION_ID()"
-    if isinstance(connection, sa.Connection):
-        return connection.exec_driver_sql(query).scalar_one()
-    cursor = raw.driver_connection.cursor()
-    try:
-        cursor.execute(query)
-        session = cursor.fetchone()[0]
-    finally:
-        cursor.close()
-    raw.driver_connection.rollback()
-    return session
-
-
-def _kill(url: str, session: int) -> None:
-    """End one server session from another connection and wait until the server has closed it."""
-    admin = sa.create_engine(url, poolclass=sa.NullPool)
-    try:
-        with admin.connect() as connection:
-            if connection.dialect.name == "postgresql":
-                still_open = "SELECT count(*) FROM pg_stat_activity WHERE pid = :id"
-                connection.execute(sa.text("SELECT pg_terminate_backend(:id)"), {"id": session})
-            else:
-                still_open = "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = :id"
-                connection.exec_driver_sql(f"KILL {int(session)}")
-
-            def closed() -> bool:
-                connection.rollback()  # a fresh snapshot of the activity view
-                return connection.execute(sa.text(still_open), {"id": session}).scalar_one() == 0
-
-            wait_until(closed, timeout=10, message=f"session {session} closed by the server")
-    finally:
-        admin.dispose()
 
 
 def _pool_with_a_killed_connection(url: str, idle_seconds: float) -> tuple[sa.Engine, int]:
@@ -54,8 +15,8 @@ def _pool_with_a_killed_connection(url: str, idle_seconds: float) -> tuple[sa.En
     engine = sa.create_engine(url, pool_size=1, max_overflow=0)
     install_idle_ping(engine, idle_seconds=idle_seconds)
     with engine.connect() as connection:
-        first = _session_id(connection)
-    _kill(url, first)
+        first = session_id(connection)
+    kill_sessions(url, first)
     return engine, first
 
 
@@ -63,7 +24,7 @@ def test_a_connection_idle_past_the_window_is_pinged_and_replaced_when_dead(data
     engine, first = _pool_with_a_killed_connection(database.url, idle_seconds=0)
     try:
         with engine.connect() as connection:  # the ping finds it dead; the pool opens another
-            assert _session_id(connection) != first
+            assert session_id(connection) != first
     finally:
         engine.dispose()
 
@@ -73,11 +34,11 @@ def test_a_connection_used_within_the_window_is_not_pinged(database):
     try:
         # No ping: the dead connection is handed out and its statement fails as a disconnect...
         with pytest.raises(sa.exc.DBAPIError) as raised, engine.connect() as connection:
-            _session_id(connection)
+            session_id(connection)
         assert raised.value.connection_invalidated
         # ...after which the pool has been invalidated and the next checkout connects afresh.
         with engine.connect() as connection:
-            assert _session_id(connection) != first
+            assert session_id(connection) != first
     finally:
         engine.dispose()
 
@@ -87,11 +48,11 @@ def test_connection_providers_ping_connections_that_sat_idle(database):
     try:
         assert provider.engine.pool._pre_ping is False  # no round trip on every checkout
         with provider.connect() as connection:
-            first = _session_id(connection)
-        _kill(database.url, first)
+            first = session_id(connection)
+        kill_sessions(database.url, first)
         time.sleep(0.6)  # what is tested is the passing of the 0.5 s window itself
         with provider.connect() as connection:
-            assert _session_id(connection) != first
+            assert session_id(connection) != first
     finally:
         provider.close()
 
@@ -109,15 +70,15 @@ def test_an_explicit_pool_pre_ping_replaces_the_idle_ping(database):
         provider = ConnectionProvider(config, pool_pre_ping=choice)
         try:
             with provider.connect() as connection:
-                first = _session_id(connection)
-            _kill(database.url, first)
+                first = session_id(connection)
+            kill_sessions(database.url, first)
             if choice:  # SQLAlchemy pings on every checkout, idle or not
                 with provider.connect() as connection:
-                    assert _session_id(connection) != first
+                    assert session_id(connection) != first
             else:  # no check at all, even after the idle window: the dead connection is handed out
                 time.sleep(0.6)  # past the 0.5 s window, which an idle ping would have used
                 with pytest.raises(sa.exc.DBAPIError), provider.connect() as connection:
-                    _session_id(connection)
+                    session_id(connection)
         finally:
             provider.close()
 
@@ -134,13 +95,13 @@ def test_the_scheduler_s_raw_checkouts_are_pinged_too_and_new_connections_never(
     engine.dialect.do_ping = counted  # counts what the listener sends; the ping itself is real
     try:
         raw = engine.raw_connection()  # a new connection: the connect itself proved it
-        first = _session_id(raw)
+        first = session_id(raw)
         raw.close()
         assert pings == []
-        _kill(database.url, first)
+        kill_sessions(database.url, first)
         raw = engine.raw_connection()  # pinged, found dead, replaced by a fresh connection
         try:
-            assert len(pings) == 1 and _session_id(raw) != first
+            assert len(pings) == 1 and session_id(raw) != first
         finally:
             raw.close()
     finally:

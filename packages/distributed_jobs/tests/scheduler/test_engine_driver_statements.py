@@ -20,6 +20,7 @@ from ekbatan.distributed_jobs.scheduler.driver_statements import (
 )
 from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
+from testsupport import kill_sessions, session_id
 
 TASK = Tasks.one_time("direct").execute(lambda instance, ctx: None)
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -184,14 +185,10 @@ def test_killed_connections_invalidate_the_whole_pool_once_as_sqlalchemy_does(da
     engine = database.engine(pool_size=3, max_overflow=0)
     try:
         held = [engine.connect() for _ in range(3)]
-        pids = [c.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() for c in held]
+        sessions = [session_id(c) for c in held]
         for c in held:
             c.close()
-        killer = database.engine(poolclass=sa.NullPool)
-        with killer.connect() as conn:
-            for pid in pids:
-                conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-        killer.dispose()
+        kill_sessions(database.url, *sessions)
         statement = DriverStatement(engine, "SELECT 1 WHERE :x = 1")
         with pytest.raises(DBAPIError) as raised:
             statement.rowcount({"x": 1})
