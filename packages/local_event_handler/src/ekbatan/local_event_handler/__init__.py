@@ -1,4 +1,58 @@
-"""Ekbatan's local event handlers: outbox events fanned out to in-process handlers by two
-distributed jobs. Not built yet — see DESIGN.md; the outbox write path is ``ekbatan.core.outbox``."""
+"""Local event handlers ("listen to yourself"): outbox events delivered to in-process handlers.
 
-__all__: list[str] = []
+Actions record events in ``eventlog.events`` in the same transaction as their changes. Two
+distributed jobs deliver them: :class:`EventFanoutJob` writes one
+``eventlog.event_notifications`` row per (event, subscribed handler), and
+:class:`EventHandlingJob` calls the handlers, retrying failures with capped exponential
+backoff until the retention window ends. Delivery is at least once.
+"""
+
+from ekbatan.local_event_handler.backoff import backoff_delay
+from ekbatan.local_event_handler.dispatch import HandlerTimeoutError
+from ekbatan.local_event_handler.envelope import EventEnvelope
+from ekbatan.local_event_handler.fanout import (
+    DEFAULT_FANOUT_BATCH_SIZE,
+    DEFAULT_FANOUT_NAME,
+    EventFanoutJob,
+    EventFanoutJobBuilder,
+)
+from ekbatan.local_event_handler.handler import EventHandler, event_handler, is_event_handler
+from ekbatan.local_event_handler.handler_registry import EventHandlerRegistry, EventHandlerRegistryBuilder
+from ekbatan.local_event_handler.handling import (
+    DEFAULT_HANDLING_BATCH_SIZE,
+    DEFAULT_HANDLING_NAME,
+    DEFAULT_MAX_BACKOFF_CAP,
+    DEFAULT_RETENTION_WINDOW,
+    EventHandlingJob,
+    EventHandlingJobBuilder,
+)
+from ekbatan.local_event_handler.pipeline import event_pipeline_jobs
+from ekbatan.local_event_handler.pipeline_job import DEFAULT_POLL_DELAY, PipelineJob
+from ekbatan.local_event_handler.shard_rounds import ShardRoundError
+from ekbatan.local_event_handler.states import NotificationState
+
+__all__ = [
+    "DEFAULT_FANOUT_BATCH_SIZE",
+    "DEFAULT_FANOUT_NAME",
+    "DEFAULT_HANDLING_BATCH_SIZE",
+    "DEFAULT_HANDLING_NAME",
+    "DEFAULT_MAX_BACKOFF_CAP",
+    "DEFAULT_POLL_DELAY",
+    "DEFAULT_RETENTION_WINDOW",
+    "EventEnvelope",
+    "EventFanoutJob",
+    "EventFanoutJobBuilder",
+    "EventHandler",
+    "EventHandlerRegistry",
+    "EventHandlerRegistryBuilder",
+    "EventHandlingJob",
+    "EventHandlingJobBuilder",
+    "HandlerTimeoutError",
+    "NotificationState",
+    "PipelineJob",
+    "ShardRoundError",
+    "backoff_delay",
+    "event_handler",
+    "event_pipeline_jobs",
+    "is_event_handler",
+]

@@ -24,6 +24,7 @@ from ekbatan.core.outbox.clock import Clock, UtcClock, utc_now
 from ekbatan.core.outbox.codec import EventCodec, default_codec
 from ekbatan.core.outbox.events import ModelEvent
 from ekbatan.core.outbox.namespaces import validate_namespace
+from ekbatan.core.outbox.wakeups import events_channel, notify
 from ekbatan.core.persistence.dialect import Dialect
 
 MAX_NAME_LENGTH = 255
@@ -153,6 +154,8 @@ def write_action_rows(
         # no "payload" key, so the column is SQL NULL (binding None would store JSON null).
         rows.append({**common, "id": uuid.uuid4(), "model_id": None, "model_type": None, "event_type": None})
     connection.execute(events_table(dialect, eventlog_schema).insert(), rows)
+    if events and dialect is Dialect.POSTGRESQL:
+        notify(connection, events_channel(eventlog_schema))
     return RecordedAction(
         action_id=action_id,
         row_ids=tuple(r["id"] for r in rows),

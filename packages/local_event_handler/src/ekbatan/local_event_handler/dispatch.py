@@ -1,0 +1,171 @@
+"""Calling handlers in parallel: plain ``handle`` methods on threads, ``async def`` ones on an
+event loop of their own, so neither kind waits for the other.
+
+Every call ends in an :class:`Invocation` — succeeded, or failed with the exception — whatever
+the handler does: raises anything at all, hangs past the timeout, or returns a coroutine from a
+plain method. One bad call never costs the other calls of the round their outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+log = logging.getLogger("ekbatan.local_event_handler")
+
+
+class HandlerTimeoutError(TimeoutError):
+    """A handler ran longer than the job's ``handler_timeout``; recorded as a failed try."""
+
+
+@dataclass(slots=True)
+class Invocation:
+    """The outcome of one handler call: ``error`` is None when it returned normally."""
+
+    error: BaseException | None = None
+    seconds: float = 0.0
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error is None
+
+
+class _EventLoopThread:
+    """An event loop running on a daemon thread of its own, started on first use."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def submit(self, coroutine: Awaitable[Any]) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(_awaited(coroutine), self._ensure_loop())
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=run, name=self._name, daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=5)
+        if not loop.is_running():
+            loop.close()
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+class HandlerDispatcher:
+    """Runs a round's handler calls concurrently and waits for all of them (or the timeout).
+
+    Threads are made as calls need them, up to ``max_threads``, and kept between rounds. A
+    call still running at its timeout is recorded as failed; a plain method cannot be stopped,
+    so its thread stays busy until the handler returns, while an ``async def`` one is cancelled.
+    """
+
+    def __init__(self, *, max_threads: int, timeout: timedelta | None, name: str) -> None:
+        self._max_threads = max_threads
+        self._timeout = None if timeout is None else timeout.total_seconds()
+        self._name = name
+        self._lock = threading.Lock()
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+        self._loop = _EventLoopThread(f"{name}-asyncio")
+
+    def run_all(self, calls: Sequence[tuple[Callable[[Any], Any], Any]]) -> list[Invocation]:
+        """Call each ``handle(envelope)`` of ``calls``; the outcomes come back in the same order."""
+        outcomes = [Invocation() for _ in calls]
+        futures: dict[concurrent.futures.Future[Any], int] = {}
+        for index, (handle, envelope) in enumerate(calls):
+            try:
+                futures[self._start(handle, envelope, outcomes[index])] = index
+            except BaseException as error:  # the pool refused the call (shut down): this row fails alone
+                outcomes[index].error = error
+        done, not_done = concurrent.futures.wait(futures, timeout=self._timeout)
+        for future in done:
+            outcome = outcomes[futures[future]]
+            if future.cancelled():
+                outcome.error = concurrent.futures.CancelledError("the handler was cancelled")
+            elif outcome.error is None and future.exception() is not None:
+                outcome.error = future.exception()
+        for future in not_done:
+            future.cancel()
+            outcomes[futures[future]].error = HandlerTimeoutError(
+                f"the handler did not finish within {self._timeout:g} s (handler_timeout)"
+            )
+        return outcomes
+
+    def _start(
+        self, handle: Callable[[Any], Any], envelope: Any, outcome: Invocation
+    ) -> concurrent.futures.Future[Any]:
+        if inspect.iscoroutinefunction(handle):
+            return self._loop.submit(_timed_async(handle, envelope, outcome))
+        return self._pool().submit(self._timed_sync, handle, envelope, outcome)
+
+    def _timed_sync(self, handle: Callable[[Any], Any], envelope: Any, outcome: Invocation) -> None:
+        started = time.monotonic()
+        try:
+            result = handle(envelope)
+            if inspect.isawaitable(result):
+                # a plain method that returned a coroutine: run it to completion on the loop
+                self._loop.submit(result).result(self._timeout)
+        except BaseException as error:  # a handler's failure is its row's outcome, whatever it is
+            outcome.error = error
+        finally:
+            outcome.seconds = time.monotonic() - started
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._threads is None:
+                self._threads = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._max_threads, thread_name_prefix=self._name
+                )
+            return self._threads
+
+    def close(self) -> None:
+        """Stop the threads and the loop; calls still running finish on their own."""
+        with self._lock:
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=False, cancel_futures=True)
+        self._loop.stop()
+
+
+async def _timed_async(handle: Callable[[Any], Any], envelope: Any, outcome: Invocation) -> None:
+    started = time.monotonic()
+    try:
+        await handle(envelope)
+    except BaseException as error:
+        outcome.error = error
+        if isinstance(error, asyncio.CancelledError):
+            raise
+    finally:
+        outcome.seconds = time.monotonic() - started

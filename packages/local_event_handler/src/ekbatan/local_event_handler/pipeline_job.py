@@ -1,0 +1,176 @@
+"""What the fan-out and handling jobs share: their options, their loop, their wake-ups.
+
+Each is an ordinary :class:`~ekbatan.distributed_jobs.DistributedJob` with a fixed-delay
+schedule of ``poll_delay``. Whichever instance claims its row keeps running rounds for as long
+as it holds it (heartbeats keep the claim alive), so exactly one instance of the cluster runs
+each job; the others stay idle for it and take over if that instance dies.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Self
+
+from ekbatan.core.outbox import Clock
+from ekbatan.core.sharding import DatabaseRegistry
+from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules
+from ekbatan.local_event_handler.handler_registry import EventHandlerRegistry
+from ekbatan.local_event_handler.listening import ShardListeners
+from ekbatan.local_event_handler.polling_loop import run_rounds
+
+DEFAULT_POLL_DELAY = timedelta(seconds=1)
+
+
+def _positive(value: Any, what: str, example: str) -> None:
+    if value is None or value <= type(value)(0):
+        raise ValueError(f"{what} must be positive, got {value!r}; write e.g. {example}")
+
+
+def _timedelta(value: Any, what: str) -> None:
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{what} must be a timedelta, e.g. timedelta(seconds=1); got {value!r}")
+
+
+class PipelineJobBuilder:
+    """Options both jobs have. Every setter returns the builder."""
+
+    def __init__(self, default_name: str, default_batch_size: int) -> None:
+        self._name = default_name
+        self._poll_delay = DEFAULT_POLL_DELAY
+        self._batch_size = default_batch_size
+        self._database_registry: DatabaseRegistry | None = None
+        self._handlers: EventHandlerRegistry | None = None
+        self._clock: Clock | None = None
+        self._wakeups = True
+
+    def name(self, name: str) -> Self:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"the job name must be a non-blank string; got {name!r}")
+        self._name = name
+        return self
+
+    def poll_delay(self, delay: timedelta) -> Self:
+        """How long an idle job waits before looking again (default 1 s)."""
+        _timedelta(delay, "poll_delay")
+        _positive(delay, "poll_delay", "timedelta(seconds=1)")
+        self._poll_delay = delay
+        return self
+
+    def batch_size(self, size: int) -> Self:
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise TypeError(f"batch_size must be an int; got {type(size).__name__}")
+        _positive(size, "batch_size", "100")
+        self._batch_size = size
+        return self
+
+    def database_registry(self, registry: DatabaseRegistry) -> Self:
+        self._database_registry = registry
+        return self
+
+    def event_handler_registry(self, registry: EventHandlerRegistry) -> Self:
+        self._handlers = registry
+        return self
+
+    def clock(self, clock: Clock) -> Self:
+        """Where "now" comes from: ``UtcClock()`` in production, a settable clock in tests."""
+        self._clock = clock
+        return self
+
+    def wakeups(self, enabled: bool) -> Self:
+        """Listen for PostgreSQL notifications of new rows while running (default on)."""
+        self._wakeups = bool(enabled)
+        return self
+
+    def _required(self) -> tuple[DatabaseRegistry, EventHandlerRegistry, Clock]:
+        what = type(self).__name__
+        if self._database_registry is None:
+            raise ValueError(f"{what}: database_registry is required (the DatabaseRegistry of your shards)")
+        if self._handlers is None:
+            raise ValueError(
+                f"{what}: event_handler_registry is required (EventHandlerRegistry.builder()...)"
+            )
+        if self._clock is None:
+            raise ValueError(
+                f"{what}: clock is required; pass UtcClock() (from ekbatan.core.outbox) for the wall clock"
+            )
+        if not callable(getattr(self._clock, "now", None)):
+            raise TypeError(f"{what}: clock must have a now() method returning an aware datetime")
+        return self._database_registry, self._handlers, self._clock
+
+
+class PipelineJob(DistributedJob):
+    """A job that runs rounds until shutdown; subclasses provide :meth:`drain_one_round`."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        poll_delay: timedelta,
+        batch_size: int,
+        database_registry: DatabaseRegistry,
+        handlers: EventHandlerRegistry,
+        clock: Clock,
+        wakeups: bool,
+        wake_channel: Callable[[str], str],
+    ) -> None:
+        self._name = name
+        self._poll_delay = poll_delay
+        self._batch_size = batch_size
+        self._database_registry = database_registry
+        self._handlers = handlers
+        self._clock = clock
+        self._wakeups = wakeups
+        self._wake_channel = wake_channel
+        self._wakeup = threading.Event()
+
+    def name(self) -> str:
+        return self._name
+
+    def schedule(self) -> Schedule:
+        return Schedules.fixed_delay(self._poll_delay)
+
+    @property
+    def poll_delay(self) -> timedelta:
+        return self._poll_delay
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def database_registry(self) -> DatabaseRegistry:
+        return self._database_registry
+
+    @property
+    def event_handler_registry(self) -> EventHandlerRegistry:
+        return self._handlers
+
+    def wake(self) -> None:
+        """Start the next round now instead of after the poll delay (a hint; safe from any thread)."""
+        self._wakeup.set()
+
+    @abc.abstractmethod
+    def drain_one_round(self) -> bool:
+        """One batch on every shard, in parallel; True when any shard had work."""
+
+    def execute(self, ctx: JobContext) -> None:
+        listeners = None
+        if self._wakeups:
+            listeners = ShardListeners(
+                self._database_registry.transaction_managers(), self._wake_channel, self._wakeup, self._name
+            ).start()
+        try:
+            run_rounds(ctx, self.drain_one_round, self._poll_delay, self._wakeup)
+        finally:
+            if listeners is not None:
+                listeners.stop()
+            self.close()
+
+    def close(self) -> None:
+        """Release the threads this job made (made again when another round runs)."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._name!r} poll_delay={self._poll_delay} batch_size={self._batch_size}>"

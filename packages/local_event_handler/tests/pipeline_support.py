@@ -1,0 +1,251 @@
+"""Shared by the local event handler's tests: migrated shards, a widget domain, recording handlers."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ekbatan.core import (
+    Action,
+    ActionExecutor,
+    ConnectionProvider,
+    DatabaseRegistry,
+    ModelEvent,
+    ShardedUUID,
+    ShardIdentifier,
+    TransactionManager,
+    eventlog_tables,
+    migrate,
+)
+from ekbatan.core.migrations import MigrationTarget, core_migrations
+from ekbatan.local_event_handler import EventEnvelope, EventHandler
+from testsupport import IsolatedDatabase, create_isolated_database, server_url
+
+NAMESPACE = "test.local_event_handler"
+SHARDS = (ShardIdentifier(0, 0), ShardIdentifier(1, 0))
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Widget(Base):
+    __tablename__ = "widgets"
+
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(50))
+    color: Mapped[str] = mapped_column(sa.String(20))
+
+
+class Note(Base):
+    __tablename__ = "notes"
+
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    widget_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    text: Mapped[str] = mapped_column(sa.String(200))
+
+
+class AuditEntry(Base):
+    __tablename__ = "audit_entries"
+
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    note_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    widget_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+
+
+class WidgetCreatedEvent(ModelEvent):
+    name: str
+    color: str
+
+
+class NoteCreatedEvent(ModelEvent):
+    widget_id: uuid.UUID
+    text: str
+
+
+@dataclass(frozen=True)
+class CreateWidget:
+    shard: ShardIdentifier
+    name: str
+    color: str
+
+
+class WidgetCreateAction(Action[CreateWidget, uuid.UUID]):
+    def perform(self, principal: Any, params: CreateWidget) -> uuid.UUID:
+        widget = Widget(id=ShardedUUID.generate(params.shard), name=params.name, color=params.color)
+        self.plan.add(widget, WidgetCreatedEvent(name=params.name, color=params.color))
+        return widget.id
+
+
+@dataclass(frozen=True)
+class CreateNote:
+    widget_id: uuid.UUID
+    text: str
+
+
+class NoteCreateAction(Action[CreateNote, uuid.UUID]):
+    def perform(self, principal: Any, params: CreateNote) -> uuid.UUID:
+        shard = ShardedUUID.shard_of(params.widget_id) or ShardIdentifier.DEFAULT
+        note = Note(id=ShardedUUID.generate(shard), widget_id=params.widget_id, text=params.text)
+        self.plan.add(note, NoteCreatedEvent(widget_id=params.widget_id, text=params.text))
+        return note.id
+
+
+class RecordingHandler(EventHandler[Any]):
+    """Records every envelope; ``behaviour(envelope, call_number)`` may raise to fail a call."""
+
+    def __init__(
+        self,
+        name: str,
+        event_class: type[ModelEvent] = WidgetCreatedEvent,
+        *,
+        aliases: tuple[str, ...] = (),
+        behaviour: Callable[[EventEnvelope[Any], int], None] | None = None,
+    ) -> None:
+        self._name = name
+        self._event_class = event_class
+        self._aliases = aliases
+        self._behaviour = behaviour
+        self._lock = threading.Lock()
+        self.received: list[EventEnvelope[Any]] = []
+
+    def name(self) -> str:
+        return self._name
+
+    def aliases(self) -> tuple[str, ...]:
+        return self._aliases
+
+    def event_type(self) -> type[ModelEvent]:
+        return self._event_class
+
+    def handle(self, envelope: EventEnvelope[Any]) -> None:
+        with self._lock:
+            self.received.append(envelope)
+            call = len(self.received)
+        if self._behaviour is not None:
+            self._behaviour(envelope, call)
+
+    @property
+    def calls(self) -> int:
+        with self._lock:
+            return len(self.received)
+
+
+class SettableClock:
+    """A clock the test moves by hand (thread-safe)."""
+
+    def __init__(self, start: datetime) -> None:
+        self._lock = threading.Lock()
+        self._now = start
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, by: timedelta) -> None:
+        with self._lock:
+            self._now += by
+
+
+class OffsetClock:
+    """The wall clock moved by a fixed offset."""
+
+    def __init__(self, offset: timedelta) -> None:
+        self.offset = offset
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+
+@dataclass
+class PipelineShard:
+    shard: ShardIdentifier
+    database: IsolatedDatabase
+    eventlog: str
+    manager: TransactionManager
+
+    def _tables(self) -> Any:
+        return eventlog_tables(self.manager.dialect, self.eventlog)
+
+    def notifications(self, **where: object) -> list[sa.Row[Any]]:
+        table = self._tables().event_notifications
+        query = sa.select(table).order_by(table.c.created_date, table.c.handler_name, table.c.id)
+        for column, value in where.items():
+            query = query.where(table.c[column] == value)
+        with self.manager.primary.connect() as connection:
+            return list(connection.execute(query))
+
+    def count_notifications(self, state: str | None = None) -> int:
+        return len(self.notifications(**({"state": state} if state else {})))
+
+    def events(self, *, delivered: bool | None = None) -> list[sa.Row[Any]]:
+        table = self._tables().events
+        query = sa.select(table).where(table.c.event_type.is_not(None))
+        if delivered is not None:
+            query = query.where(table.c.delivered == delivered)
+        with self.manager.primary.connect() as connection:
+            return list(connection.execute(query))
+
+    def rows(self, model: type[Base]) -> list[sa.Row[Any]]:
+        with self.manager.primary.connect() as connection:
+            return list(connection.execute(sa.select(model.__table__)))
+
+    def execute(self, statement: Any, params: Any = None) -> None:
+        with self.manager.primary.begin() as connection:
+            connection.execute(statement, params)
+
+
+@contextmanager
+def pipeline_shard(dialect: str, shard: ShardIdentifier, *, scope: str) -> Iterator[PipelineShard]:
+    database = create_isolated_database(dialect, scope=scope, prefix="leh")
+    eventlog = f"el_{uuid.uuid4().hex[:10]}"
+    try:
+        migrate([MigrationTarget(str(shard), database.url, eventlog)], contributions=core_migrations())
+        provider = ConnectionProvider.from_url(database.url, maximum_pool_size=8)
+        Base.metadata.create_all(provider.engine)
+        manager = TransactionManager(provider, shard=shard, eventlog_schema=eventlog)
+        try:
+            yield PipelineShard(shard, database, eventlog, manager)
+        finally:
+            manager.close()
+    finally:
+        database.drop()
+        drop_eventlog(dialect, eventlog)
+
+
+def drop_eventlog(dialect: str, eventlog: str) -> None:
+    if dialect == "sqlite":
+        return
+    admin = sa.create_engine(server_url(dialect), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    try:
+        with admin.connect() as connection:
+            if dialect == "postgres":
+                connection.exec_driver_sql(f"DROP SCHEMA IF EXISTS {eventlog} CASCADE")
+            else:
+                connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {eventlog}")
+    finally:
+        admin.dispose()
+
+
+@contextmanager
+def pipeline_shards(dialect: str, count: int) -> Iterator[list[PipelineShard]]:
+    """``count`` migrated shards, (0,0) first; several shards are separate databases."""
+    scope = "database" if count > 1 else "schema"
+    with ExitStack() as stack:
+        yield [stack.enter_context(pipeline_shard(dialect, SHARDS[i], scope=scope)) for i in range(count)]
+
+
+def registry_of(shards: list[PipelineShard]) -> DatabaseRegistry:
+    return DatabaseRegistry([s.manager for s in shards], default_shard=shards[0].shard)
+
+
+def executor_for(registry: DatabaseRegistry) -> ActionExecutor:
+    return ActionExecutor(registry, namespace=NAMESPACE)
