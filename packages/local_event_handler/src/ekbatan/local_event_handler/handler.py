@@ -49,13 +49,14 @@ class EventHandler(abc.ABC, Generic[E]):
         return f"<{type(self).__qualname__}>"
 
 
-def event_handler(cls: H) -> H:
+def event_handler(cls: H | None = None) -> H:
     """Mark an :class:`EventHandler` subclass for discovery by the integrations.
 
     Registers nothing and creates nothing: it only tags the class. A subclass of a marked
     class is not marked unless it is marked too.
     """
     if not isinstance(cls, type):
+        # also reached by ``@event_handler()``, whose call has no class
         raise TypeError(
             f"@event_handler decorates EventHandler subclasses and takes no arguments; got {cls!r} "
             "(write @event_handler, not @event_handler())"

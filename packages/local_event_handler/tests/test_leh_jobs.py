@@ -1,0 +1,300 @@
+"""The pipeline jobs as distributed jobs: builders, settings, a real JobRegistry, wake-ups."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from pipeline_support import (
+    CreateWidget,
+    RecordingHandler,
+    WidgetCreateAction,
+    WidgetCreatedEvent,
+    executor_for,
+    registry_of,
+)
+
+from ekbatan.core import DatabaseRegistry, LocalEventHandlerConfig, record_events, settings_from_document
+from ekbatan.core.outbox import UtcClock
+from ekbatan.core.outbox.wakeups import events_channel, notifications_channel
+from ekbatan.distributed_jobs import JobRegistry, Schedules
+from ekbatan.distributed_jobs.scheduler import create_table
+from ekbatan.local_event_handler import (
+    DEFAULT_FANOUT_BATCH_SIZE,
+    DEFAULT_HANDLING_BATCH_SIZE,
+    EventFanoutJob,
+    EventHandlerRegistry,
+    EventHandlingJob,
+    event_pipeline_jobs,
+)
+from ekbatan.local_event_handler.listening import ShardListeners
+from testsupport import wait_until
+
+UNREACHABLE = "postgresql+psycopg://nobody@unreachable.invalid:5432/none"
+
+
+@pytest.fixture
+def offline_registry():
+    """Building never connects: a registry of a host that does not exist is enough."""
+    settings = settings_from_document(
+        {
+            "ekbatan": {
+                "namespace": "shop",
+                "sharding": {
+                    "default-shard": {"group": 0, "member": 0},
+                    "groups": [
+                        {
+                            "group": 0,
+                            "name": "global",
+                            "members": [{"member": 0, "configs": {"primary-config": {"url": UNREACHABLE}}}],
+                        }
+                    ],
+                },
+            }
+        },
+        environ={},
+    )
+    with DatabaseRegistry.from_config(settings) as registry:
+        yield registry
+
+
+def handlers():
+    return EventHandlerRegistry.builder().with_handler(RecordingHandler("email")).build()
+
+
+def test_builder_defaults(offline_registry):
+    fanout = EventFanoutJob.builder().database_registry(offline_registry).event_handler_registry(handlers())
+    fanout = fanout.clock(UtcClock()).build()
+    assert (fanout.name(), fanout.poll_delay, fanout.batch_size) == (
+        "ekbatan-event-fanout",
+        timedelta(seconds=1),
+        DEFAULT_FANOUT_BATCH_SIZE,
+    )
+    assert fanout.schedule() == Schedules.fixed_delay(timedelta(seconds=1))
+    handling = (
+        EventHandlingJob.builder()
+        .database_registry(offline_registry)
+        .event_handler_registry(handlers())
+        .clock(UtcClock())
+        .build()
+    )
+    assert (handling.name(), handling.poll_delay, handling.batch_size) == (
+        "ekbatan-event-handling",
+        timedelta(seconds=1),
+        DEFAULT_HANDLING_BATCH_SIZE,
+    )
+    assert (handling.max_backoff_cap, handling.retention_window, handling.handler_timeout) == (
+        timedelta(minutes=5),
+        timedelta(days=7),
+        None,
+    )
+
+
+@pytest.mark.parametrize("job", [EventFanoutJob, EventHandlingJob])
+def test_builders_require_registry_handlers_and_clock(job, offline_registry):
+    with pytest.raises(ValueError, match="database_registry is required"):
+        job.builder().event_handler_registry(handlers()).clock(UtcClock()).build()
+    with pytest.raises(ValueError, match="event_handler_registry is required"):
+        job.builder().database_registry(offline_registry).clock(UtcClock()).build()
+    with pytest.raises(ValueError, match=r"clock is required; pass UtcClock\(\)"):
+        job.builder().database_registry(offline_registry).event_handler_registry(handlers()).build()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("poll_delay", timedelta(0), "poll_delay must be positive"),
+        ("poll_delay", timedelta(seconds=-1), "poll_delay must be positive"),
+        ("poll_delay", 1, "poll_delay must be a timedelta"),
+        ("batch_size", 0, "batch_size must be positive"),
+        ("batch_size", 1.5, "batch_size must be an int"),
+        ("name", " ", "job name must be a non-blank string"),
+        ("max_backoff_cap", timedelta(0), "max_backoff_cap must be positive"),
+        ("retention_window", timedelta(seconds=-5), "retention_window must be positive"),
+        ("handler_timeout", timedelta(0), "handler_timeout must be positive"),
+    ],
+)
+def test_bad_options_are_refused_when_set(option, value, error):
+    builder = EventHandlingJob.builder()
+    with pytest.raises((ValueError, TypeError), match=error):
+        getattr(builder, option)(value)
+
+
+def settings_with(local_event_handler):
+    return settings_from_document(
+        {
+            "ekbatan": {
+                "namespace": "shop",
+                "local-event-handler": local_event_handler,
+                "sharding": {
+                    "default-shard": {"group": 0, "member": 0},
+                    "groups": [
+                        {
+                            "group": 0,
+                            "name": "global",
+                            "members": [{"member": 0, "configs": {"primary-config": {"url": UNREACHABLE}}}],
+                        }
+                    ],
+                },
+            }
+        },
+        environ={},
+    )
+
+
+def test_settings_build_both_jobs_and_absent_keys_keep_the_defaults(offline_registry):
+    settings = settings_with(
+        {
+            "fanout-poll-delay": "PT0.2S",
+            "handling-batch-size": 50,
+            "handling-retention-window": "PT24H",
+            "handling": {"enabled": True},
+        }
+    )
+    fanout, handling = event_pipeline_jobs(
+        settings, database_registry=offline_registry, event_handler_registry=handlers()
+    )
+    assert isinstance(fanout, EventFanoutJob) and isinstance(handling, EventHandlingJob)
+    assert (fanout.poll_delay, fanout.batch_size) == (timedelta(milliseconds=200), 200)
+    assert (handling.poll_delay, handling.batch_size) == (timedelta(seconds=1), 50)
+    assert (handling.retention_window, handling.max_backoff_cap) == (
+        timedelta(hours=24),
+        timedelta(minutes=5),
+    )
+
+
+def test_handling_is_opt_in(offline_registry):
+    for config in (settings_with({}), settings_with({"handling": None}), LocalEventHandlerConfig(), None):
+        jobs = event_pipeline_jobs(
+            config, database_registry=offline_registry, event_handler_registry=handlers()
+        )
+        assert [type(j) for j in jobs] == [EventFanoutJob]
+    with pytest.raises(TypeError, match="settings must be the loaded EkbatanSettings"):
+        event_pipeline_jobs(
+            {"handling": True}, database_registry=offline_registry, event_handler_registry=handlers()
+        )
+
+
+def test_apply_settings_applies_only_what_is_set(offline_registry):
+    config = LocalEventHandlerConfig.model_validate(
+        {"handling-max-backoff-cap": "PT10S", "fanout-batch-size": 7}
+    )
+    handling = (
+        EventHandlingJob.builder()
+        .poll_delay(timedelta(milliseconds=300))
+        .apply_settings(config)
+        .database_registry(offline_registry)
+        .event_handler_registry(handlers())
+        .clock(UtcClock())
+        .build()
+    )
+    assert (handling.poll_delay, handling.max_backoff_cap, handling.batch_size) == (
+        timedelta(milliseconds=300),
+        timedelta(seconds=10),
+        100,
+    )
+    fanout = EventFanoutJob.builder().apply_settings(config)
+    assert fanout._batch_size == 7
+
+
+def test_a_real_job_registry_delivers_and_releases_both_rows_at_shutdown(one_shard):
+    """Both jobs inside one JobRegistry: an action's event reaches its handler, and stop() returns
+    promptly although each job's execute() loops for as long as it holds its row."""
+    registry = registry_of([one_shard])
+    engine = one_shard.manager.primary.engine
+    create_table(engine)
+    email = RecordingHandler("email")
+    handler_registry = EventHandlerRegistry.builder().with_handler(email).build()
+    settings = LocalEventHandlerConfig.model_validate(
+        {"fanout-poll-delay": "PT5S", "handling-poll-delay": "PT5S", "handling": {"enabled": True}}
+    )
+    jobs = event_pipeline_jobs(settings, database_registry=registry, event_handler_registry=handler_registry)
+    job_registry = (
+        JobRegistry.builder()
+        .connection_provider(one_shard.manager.primary)
+        .with_jobs(jobs)
+        .poll_interval(timedelta(milliseconds=100))
+        .shutdown_max_wait(timedelta(seconds=10))
+        .register_shutdown_hook(False)
+        .build()
+    )
+    job_registry.start()
+    try:
+        executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red"))
+        # within the first round of each job (they start at once and loop), whatever the poll delay
+        wait_until(lambda: email.calls == 1, timeout=15, message="the handler was called")
+        wait_until(lambda: one_shard.count_notifications("SUCCEEDED") == 1, timeout=10)
+    finally:
+        started = time.monotonic()
+        job_registry.stop()
+        stopped_in = time.monotonic() - started
+    # the poll delay is 5 s; the loops look at the shutdown flag every 200 ms
+    assert stopped_in < 4, f"stop() took {stopped_in:.1f}s"
+    with engine.connect() as connection:
+        picked = connection.exec_driver_sql("SELECT task_name, picked FROM scheduled_tasks").all()
+    assert sorted(picked) == [("ekbatan-event-fanout", False), ("ekbatan-event-handling", False)]
+
+
+@pytest.mark.dialects("postgres")
+def test_an_action_commit_wakes_the_listening_fanout(one_shard):
+    registry = registry_of([one_shard])
+    wakeup = threading.Event()
+    listeners = ShardListeners(registry.transaction_managers(), events_channel, wakeup, "test").start()
+    try:
+        assert listeners.ready.wait(10)
+        wakeup.clear()
+        executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red"))
+        assert wakeup.wait(5), "no notification arrived for the committed action"
+    finally:
+        listeners.stop()
+
+
+@pytest.mark.dialects("postgres")
+def test_a_rolled_back_action_sends_no_wakeup_and_fanout_wakes_handling(one_shard):
+    registry = registry_of([one_shard])
+    events_woken, notifications_woken = threading.Event(), threading.Event()
+    managers = registry.transaction_managers()
+    on_events = ShardListeners(managers, events_channel, events_woken, "test-events").start()
+    on_notifications = ShardListeners(
+        managers, notifications_channel, notifications_woken, "test-notes"
+    ).start()
+    email = RecordingHandler("email")
+    fanout = (
+        EventFanoutJob.builder()
+        .database_registry(registry)
+        .event_handler_registry(EventHandlerRegistry.builder().with_handler(email).build())
+        .clock(UtcClock())
+        .build()
+    )
+    try:
+        assert on_events.ready.wait(10) and on_notifications.ready.wait(10)
+        events_woken.clear()
+        notifications_woken.clear()
+
+        class Boom(RuntimeError):
+            pass
+
+        # record_events in a transaction of the caller's that then rolls back: the
+        # notification queued with the rows is dropped with them
+        with pytest.raises(Boom), one_shard.manager.primary.begin() as connection:
+            record_events(
+                connection,
+                [WidgetCreatedEvent(name="w", color="red")],
+                action_name="Rejected",
+                params={},
+                namespace="shop",
+                eventlog_schema=one_shard.eventlog,
+            )
+            raise Boom("rolled back")
+        assert not events_woken.wait(0.5)
+        executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w2", "blue"))
+        assert events_woken.wait(5)
+        assert not notifications_woken.is_set()
+        assert fanout.drain_one_round()
+        assert notifications_woken.wait(5), "fan-out did not announce its notifications"
+        assert [r.payload["name"] for r in one_shard.notifications()] == ["w2"]
+    finally:
+        on_events.stop()
+        on_notifications.stop()
