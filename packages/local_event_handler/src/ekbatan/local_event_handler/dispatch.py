@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
+
 log = logging.getLogger("ekbatan.local_event_handler")
 
 
@@ -36,48 +38,6 @@ class Invocation:
     @property
     def succeeded(self) -> bool:
         return self.error is None
-
-
-class _EventLoopThread:
-    """An event loop running on a daemon thread of its own, started on first use."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def submit(self, coroutine: Awaitable[Any]) -> concurrent.futures.Future[Any]:
-        return asyncio.run_coroutine_threadsafe(_awaited(coroutine), self._ensure_loop())
-
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                thread = threading.Thread(target=run, name=self._name, daemon=True)
-                thread.start()
-                ready.wait()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def stop(self) -> None:
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(timeout=5)
-        if not loop.is_running():
-            loop.close()
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
@@ -98,7 +58,7 @@ class HandlerDispatcher:
         self._name = name
         self._lock = threading.Lock()
         self._threads: concurrent.futures.ThreadPoolExecutor | None = None
-        self._loop = _EventLoopThread(f"{name}-asyncio")
+        self._loop = AsyncRunner(f"{name}-asyncio")
 
     def run_all(self, calls: Sequence[tuple[Callable[[Any], Any], Any]]) -> list[Invocation]:
         """Call each ``handle(envelope)`` of ``calls``; the outcomes come back in the same order."""
@@ -136,7 +96,7 @@ class HandlerDispatcher:
             result = handle(envelope)
             if inspect.isawaitable(result):
                 # a plain method that returned a coroutine: run it to completion on the loop
-                self._loop.submit(result).result(self._timeout)
+                self._loop.submit(_awaited(result)).result(self._timeout)
         except BaseException as error:  # a handler's failure is its row's outcome, whatever it is
             outcome.error = error
         finally:

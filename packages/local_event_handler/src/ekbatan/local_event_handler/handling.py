@@ -37,7 +37,8 @@ from ekbatan.local_event_handler import sql
 from ekbatan.local_event_handler.backoff import backoff_delay
 from ekbatan.local_event_handler.dispatch import HandlerDispatcher, Invocation
 from ekbatan.local_event_handler.envelope import EventEnvelope
-from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder, _positive, _timedelta
+from ekbatan.local_event_handler.option_checks import require_positive, require_timedelta
+from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder
 from ekbatan.local_event_handler.shard_rounds import ShardRounds
 from ekbatan.local_event_handler.states import NotificationState
 
@@ -59,16 +60,16 @@ class EventHandlingJobBuilder(PipelineJobBuilder):
 
     def max_backoff_cap(self, cap: timedelta) -> EventHandlingJobBuilder:
         """The longest wait between two tries of a failing notification (default 5 min)."""
-        _timedelta(cap, "max_backoff_cap")
-        _positive(cap, "max_backoff_cap", "timedelta(minutes=5)")
+        require_timedelta(cap, "max_backoff_cap")
+        require_positive(cap, "max_backoff_cap", "timedelta(minutes=5)")
         self._max_backoff_cap = cap
         return self
 
     def retention_window(self, window: timedelta) -> EventHandlingJobBuilder:
         """How long after its event a notification may still be tried (default 7 days); then it
         expires, logged at ERROR."""
-        _timedelta(window, "retention_window")
-        _positive(window, "retention_window", "timedelta(days=7)")
+        require_timedelta(window, "retention_window")
+        require_positive(window, "retention_window", "timedelta(days=7)")
         self._retention_window = window
         return self
 
@@ -85,8 +86,8 @@ class EventHandlingJobBuilder(PipelineJobBuilder):
         cannot stall the round (default: no timeout). A plain method keeps its thread until it
         returns; an ``async def`` handler is cancelled."""
         if timeout is not None:
-            _timedelta(timeout, "handler_timeout")
-            _positive(timeout, "handler_timeout", "timedelta(seconds=30)")
+            require_timedelta(timeout, "handler_timeout")
+            require_positive(timeout, "handler_timeout", "timedelta(seconds=30)")
         self._handler_timeout = timeout
         return self
 

@@ -12,26 +12,17 @@ import abc
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Self
+from typing import Self
 
 from ekbatan.core.outbox import Clock
 from ekbatan.core.sharding import DatabaseRegistry
 from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules
 from ekbatan.local_event_handler.handler_registry import EventHandlerRegistry
 from ekbatan.local_event_handler.listening import ShardListeners
+from ekbatan.local_event_handler.option_checks import require_positive, require_timedelta
 from ekbatan.local_event_handler.polling_loop import run_rounds
 
 DEFAULT_POLL_DELAY = timedelta(seconds=1)
-
-
-def _positive(value: Any, what: str, example: str) -> None:
-    if value is None or value <= type(value)(0):
-        raise ValueError(f"{what} must be positive, got {value!r}; write e.g. {example}")
-
-
-def _timedelta(value: Any, what: str) -> None:
-    if not isinstance(value, timedelta):
-        raise TypeError(f"{what} must be a timedelta, e.g. timedelta(seconds=1); got {value!r}")
 
 
 class PipelineJobBuilder:
@@ -54,15 +45,15 @@ class PipelineJobBuilder:
 
     def poll_delay(self, delay: timedelta) -> Self:
         """How long an idle job waits before looking again (default 1 s)."""
-        _timedelta(delay, "poll_delay")
-        _positive(delay, "poll_delay", "timedelta(seconds=1)")
+        require_timedelta(delay, "poll_delay")
+        require_positive(delay, "poll_delay", "timedelta(seconds=1)")
         self._poll_delay = delay
         return self
 
     def batch_size(self, size: int) -> Self:
         if not isinstance(size, int) or isinstance(size, bool):
             raise TypeError(f"batch_size must be an int; got {type(size).__name__}")
-        _positive(size, "batch_size", "100")
+        require_positive(size, "batch_size", "100")
         self._batch_size = size
         return self
 

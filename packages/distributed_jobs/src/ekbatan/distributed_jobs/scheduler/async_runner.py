@@ -40,14 +40,19 @@ class AsyncRunner:
 
     def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coroutine`` on the loop and block the calling thread until it finishes."""
+        return self.submit(coroutine).result()
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Start ``coroutine`` on the loop; ``cancel_all`` reaches it until it finishes."""
         future = asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
         with self._lock:
             self._running.add(future)
-        try:
-            return future.result()
-        finally:
-            with self._lock:
-                self._running.discard(future)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._running.discard(future)
 
     def cancel_all(self) -> int:
         """Cancel every running coroutine (the shutdown's "interrupt" phase)."""
