@@ -1,6 +1,7 @@
 """ActionExecutor on one shard: the rows of spec §4.2, rollback, routing, reading through the session."""
 
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -309,6 +310,32 @@ def test_a_failing_write_rolls_back_the_earlier_writes_of_the_action(shard_db):
 
     assert [g.name for g in shard_db.gadgets()] == ["alpha"]
     assert shard_db.event_rows(action_name="CreateTwoOneDuplicate") == []
+
+
+def test_a_failing_flush_rolls_back_once_and_keeps_the_connection(shard_db):
+    executor = ActionExecutor(registry_of(shard_db), namespace="test.outbox")
+    existing = executor.execute(CreateGadget(), CreateGadgetParams(name="alpha", color="red"))
+
+    class AddDuplicate(Action[dict, None]):
+        def perform(self, principal, params):
+            self.plan.add(
+                Gadget(id=existing, name="dup", color="red"), GadgetCreated(name="dup", color="red")
+            )
+
+    invalidated = []
+    sa.event.listen(shard_db.manager.primary.engine, "invalidate", lambda *args: invalidated.append(args))
+    # Under the suite's "error" filter a second rollback's warning gets the connection evicted...
+    with pytest.raises(IntegrityError):
+        executor.execute(AddDuplicate(), {})
+    # ...and under "always" it shows as the warning itself.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(IntegrityError):
+            executor.execute(AddDuplicate(), {})
+
+    assert invalidated == []
+    assert [str(w.message) for w in seen] == []
+    assert [g.name for g in shard_db.gadgets()] == ["alpha"]
 
 
 def test_a_failing_event_insert_rolls_back_the_business_rows(shard_db):

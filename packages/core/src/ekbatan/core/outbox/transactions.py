@@ -5,9 +5,9 @@ through ``plan.session(shard)`` or when its planned changes are applied — on a
 the shard's primary, through the shard's :class:`TransactionManager` (so
 ``manager.current_connection()`` is that connection while the action runs).
 
-Every statement that changes data on a connection (``INSERT``, ``UPDATE``, ``DELETE``, …),
-whether from the plan, an ORM flush or a statement run directly on the session, marks its
-shard as written; that is how a write made behind the plan's back still counts for the
+Every statement that writes on a connection (see :mod:`ekbatan.core.outbox.writes`), whether
+from the plan, an ORM flush or a statement run directly on the session or connection, marks
+its shard as written; that is how a write made behind the plan's back still counts for the
 cross-shard rule and still gets its sentinel row.
 """
 
@@ -24,20 +24,12 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from ekbatan.core.outbox.errors import PartiallyCommittedError
+from ekbatan.core.outbox.writes import changes_so_far, execution_writes
 from ekbatan.core.persistence.transaction_manager import TransactionManager
 from ekbatan.core.sharding.registry import DatabaseRegistry
 from ekbatan.core.sharding.shard_identifier import ShardIdentifier
 
 log = logging.getLogger(__name__)
-
-_WRITE_KEYWORDS = frozenset(
-    {"INSERT", "UPDATE", "DELETE", "REPLACE", "MERGE", "UPSERT", "CREATE", "DROP", "ALTER", "TRUNCATE"}
-)
-
-
-def is_write(statement: str) -> bool:
-    words = statement.lstrip(" \t\r\n(").split(None, 1)
-    return bool(words) and words[0].upper() in _WRITE_KEYWORDS
 
 
 @dataclass
@@ -47,8 +39,16 @@ class ShardTransaction:
     context: AbstractContextManager[sa.Connection]
     connection: sa.Connection
     session: Session
+    changes_at_open: int | None = None
     written: bool = False
     finished: bool = False
+
+    def settle_written(self) -> bool:
+        """``written``, also counting rows the driver saw change under a row-returning statement."""
+        if not self.written and self.changes_at_open is not None and not self.finished:
+            changes = changes_so_far(self.connection.connection.dbapi_connection)
+            self.written = changes is not None and changes != self.changes_at_open
+        return self.written
 
 
 def _has_pending(session: Session) -> bool:
@@ -79,13 +79,22 @@ class ShardTransactions:
                 join_transaction_mode="rollback_only",
                 expire_on_commit=False,
             )
-            opened = ShardTransaction(shard, manager, context, connection, session)
+            opened = ShardTransaction(
+                shard,
+                manager,
+                context,
+                connection,
+                session,
+                changes_at_open=changes_so_far(connection.connection.dbapi_connection),
+            )
 
-            def mark_written(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-                if not opened.written and is_write(statement):
+            def mark_written(
+                conn: Any, cursor: Any, statement: str, parameters: Any, execution: Any, executemany: bool
+            ) -> None:
+                if not opened.written and execution_writes(execution, cursor):
                     opened.written = True
 
-            event.listen(connection, "before_cursor_execute", mark_written)
+            event.listen(connection, "after_cursor_execute", mark_written)
         except BaseException as error:
             context.__exit__(type(error), error, error.__traceback__)
             raise
@@ -104,7 +113,9 @@ class ShardTransactions:
     def written_shards(self) -> list[ShardIdentifier]:
         """Shards written to directly (not through the plan), or whose session holds unflushed changes."""
         return [
-            shard for shard, opened in self._open.items() if opened.written or _has_pending(opened.session)
+            shard
+            for shard, opened in self._open.items()
+            if opened.settle_written() or _has_pending(opened.session)
         ]
 
     def commit_all(self, *, action_name: str, action_id: uuid.UUID) -> None:

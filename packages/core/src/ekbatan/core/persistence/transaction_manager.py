@@ -87,7 +87,12 @@ class TransactionManager:
             except BaseException as error:
                 log.warning("rolling back transaction on %s after %s", self._label(), type(error).__name__)
                 try:
-                    transaction.rollback()
+                    # A Session joined to this connection (the outbox's) rolls the transaction
+                    # back itself when its flush fails; rolling it back again only warns, and
+                    # under -W error that warning would evict a healthy connection.
+                    current = connection.get_transaction()
+                    if current is not None:
+                        current.rollback()
                 except Exception:
                     # Never hand back a connection whose transaction may still be open.
                     self._primary.evict(connection)
