@@ -9,6 +9,9 @@ one worker thread per job, the dialect pinned from the pool's URL without connec
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -278,6 +281,45 @@ class JobRegistry:
         log.info("stopping distributed jobs")
         self.scheduler.stop()
         log.info("distributed jobs stopped")
+
+    def run_until_signal(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT)) -> signal.Signals:
+        """Run until one of ``signals`` arrives, then stop; for a plain script without an integration.
+
+        Starts the registry unless it is started already, blocks the calling thread until a
+        signal arrives, restores the previous handlers, stops the registry (running jobs get
+        ``shutdown_max_wait`` twice, as with ``stop()``) and returns the signal received.
+        Must be called from the main thread: only it may install signal handlers.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(
+                "run_until_signal() must be called from the main thread: Python installs signal handlers "
+                f"only there, and this is {threading.current_thread().name!r}. Call start() and stop() instead."
+            )
+        wanted = [signal.Signals(s) for s in signals]
+        if not wanted:
+            raise ValueError("run_until_signal() needs at least one signal to wait for")
+        received: list[signal.Signals] = []
+
+        def note(signum: int, _frame: object) -> None:
+            # Only record it: the handler interrupts the main thread anywhere, even inside a
+            # lock's critical section, so it must not take locks (Event.set() does) or raise.
+            received.append(signal.Signals(signum))
+
+        previous = {sig: signal.signal(sig, note) for sig in wanted}
+        try:
+            if not self.scheduler.is_started:
+                self.start()
+            log.info("distributed jobs running until %s", ", ".join(sig.name for sig in wanted))
+            while not received:
+                time.sleep(0.05)
+        finally:
+            # Restored before stopping, so that a second Ctrl-C or SIGTERM during a long drain
+            # gets the previous handling (by default: interrupt, terminate) instead of being ignored.
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            self.stop()
+        log.info("received %s", received[0].name)
+        return received[0]
 
     def __enter__(self) -> JobRegistry:
         self.start()
