@@ -178,6 +178,35 @@ def test_strict_jobs_pool_raises_the_message_naming_the_key():
         jobs_connection_provider(config, strict=True)
 
 
+def misspelled(slot: str) -> ShardingConfig:
+    config = sharding().model_dump(by_alias=True)
+    member = config["groups"][0]["members"][0]
+    member["configs"][slot] = {"url": UNREACHABLE.format("jobs"), "maximum-pool-size": 2}
+    return ShardingConfig.model_validate(config)
+
+
+@pytest.mark.parametrize("slot", ["job-config", "jobsConfig2", "jobs-conifg"])
+def test_a_misspelled_jobs_config_is_named_in_the_fallback_warning_and_the_strict_error(slot, caplog):
+    caplog.set_level(logging.WARNING)
+    config = misspelled(slot)
+    provider = jobs_connection_provider(config)
+    provider.close()
+    with DatabaseRegistry.from_config(config) as registry:
+        assert registry.jobs_provider() is registry.primary()  # a custom slot, not the jobs pool
+    hint = "did you mean jobs-config instead of "
+    warnings = [r.getMessage() for r in caplog.records if "jobs-config is not set" in r.getMessage()]
+    assert len(warnings) == 2 and all(hint in w for w in warnings), warnings
+    with pytest.raises(JobsPoolNotConfiguredError, match=hint):
+        jobs_connection_provider(config, strict=True)
+
+
+def test_a_custom_slot_that_is_no_near_miss_gets_no_hint(caplog):
+    caplog.set_level(logging.WARNING)
+    jobs_connection_provider(misspelled("reporting-config")).close()
+    assert "jobs-config is not set" in caplog.text
+    assert "did you mean" not in caplog.text
+
+
 def test_standalone_jobs_provider_falls_back_to_primary_config(caplog):
     provider = jobs_connection_provider(sharding())
     try:

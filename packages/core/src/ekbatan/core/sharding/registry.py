@@ -24,6 +24,7 @@ from ekbatan.core.sharding.jobs_pool import (
     JobsPoolNotConfiguredError,
     jobs_config_path,
     jobs_pool_missing_message,
+    misspelled_jobs_config_hint,
 )
 from ekbatan.core.sharding.shard_identifier import ShardIdentifier
 
@@ -211,9 +212,10 @@ class DatabaseRegistry:
             )
         where = jobs_config_path(self._sharding) if self._sharding is not None else "a 'jobs_config' provider"
         log.warning(
-            "%s is not set; the scheduler shares the primary pool of shard %s. "
+            "%s is not set%s; the scheduler shares the primary pool of shard %s. "
             "Add a jobs-config with a small maximum-pool-size so polling never competes with application queries",
             where,
+            misspelled_jobs_config_hint(member) if member is not None else "",
             self.shard_name(self._default),
         )
         return self.primary()
