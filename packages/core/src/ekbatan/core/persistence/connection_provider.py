@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ekbatan.core.persistence.credentials import masked_url
 from ekbatan.core.persistence.data_source import DEFAULT_CONNECTION_TIMEOUT_MS, DataSourceConfig
 from ekbatan.core.persistence.dialect import Dialect
 from ekbatan.core.persistence.liveness import install_idle_ping
@@ -81,7 +82,7 @@ class ConnectionProvider:
     @property
     def url(self) -> str:
         """The URL with the password masked."""
-        return self._engine.url.render_as_string(hide_password=True)
+        return masked_url(self._engine.url)
 
     @property
     def config(self) -> DataSourceConfig:
