@@ -1,6 +1,7 @@
 import logging
 
 import pytest
+import sqlalchemy as sa
 
 from ekbatan.core import (
     ConnectionProvider,
@@ -10,7 +11,10 @@ from ekbatan.core import (
     ShardingConfig,
     TransactionManager,
     jobs_connection_provider,
+    migrate,
 )
+from ekbatan.core.migrations import MigrationError
+from testsupport import server_url
 
 UNREACHABLE = "postgresql+psycopg://app:hunter2@nonexistent.invalid:5432/{}"
 
@@ -219,3 +223,69 @@ def test_standalone_jobs_provider_falls_back_to_primary_config(caplog):
         assert provider.engine.url.database == "jobs"
     finally:
         provider.close()
+
+
+def refused_url(dialect: str) -> str:
+    """A URL the real server refuses at the first connection: PostgreSQL trusts every user
+    here, so an unknown database; MariaDB knows no user ``nosuchuser``."""
+    if dialect == "postgres":
+        return server_url(dialect, "no_such_database")
+    return sa.make_url(server_url(dialect)).set(username="nosuchuser").render_as_string(hide_password=False)
+
+
+@pytest.mark.dialects("postgres", "mariadb", "mysql")
+def test_a_refused_first_connection_names_the_configuration_key(dialect):
+    url = refused_url(dialect)
+    config = ShardingConfig.model_validate(
+        {
+            "default_shard": {"group": 1, "member": 0},
+            "groups": [
+                {
+                    "group": 0,
+                    "name": "global",
+                    "members": [{"member": 0, "configs": {"primary-config": {"url": url}}}],
+                },
+                {
+                    "group": 1,
+                    "name": "mexico",
+                    "members": [
+                        {
+                            "member": 0,
+                            "configs": {
+                                "primary-config": {"url": url},
+                                "secondary-config": {"url": url},
+                                "jobs-config": {"url": url, "password": ""},
+                                "reportingConfig": {"url": url},
+                            },
+                        }
+                    ],
+                },
+            ],
+        }
+    )
+    mexico = "ekbatan.sharding.groups[1].members[0].configs"
+    with DatabaseRegistry.from_config(config) as registry:
+        expected = [
+            (registry.primary, f"{mexico}.primary-config (mexico/member-0 primary)"),
+            (registry.secondary, f"{mexico}.secondary-config (mexico/member-0 secondary)"),
+            (registry.jobs_provider, f"{mexico}.jobs-config (mexico/member-0 jobs_config)"),
+            (lambda: registry.provider("reporting-config"), f"{mexico}.reporting-config"),
+            (
+                lambda: registry.primary(ShardIdentifier(0, 0)),
+                "ekbatan.sharding.groups[0].members[0].configs.primary-config",
+            ),
+        ]
+        for provider, where in expected:
+            with pytest.raises(sa.exc.OperationalError) as raised:
+                provider().connect()
+            assert f"connecting {where}" in str(raised.value)
+    standalone = jobs_connection_provider(config)
+    try:
+        with pytest.raises(sa.exc.OperationalError) as raised:
+            standalone.connect()
+        assert f"connecting {mexico}.jobs-config (jobs) to" in str(raised.value)
+    finally:
+        standalone.close()
+    with pytest.raises(MigrationError) as failed:
+        migrate(config)
+    assert "connecting ekbatan.sharding.groups[0].members[0].configs.primary-config" in str(failed.value)

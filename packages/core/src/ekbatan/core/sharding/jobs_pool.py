@@ -22,6 +22,7 @@ from ekbatan.core.sharding.config import (
     MemberConfig,
     ShardingConfig,
     check_default_shard,
+    config_path,
 )
 
 log = logging.getLogger(__name__)
@@ -34,10 +35,7 @@ class JobsPoolNotConfiguredError(LookupError):
 def jobs_config_path(sharding: ShardingConfig) -> str:
     """``ekbatan.sharding.groups[<g>].members[<m>].configs.jobs-config`` for the default shard."""
     check_default_shard(sharding)
-    wanted = sharding.default_shard
-    g = next(i for i, group in enumerate(sharding.groups) if group.group == wanted.group)
-    m = next(i for i, member in enumerate(sharding.groups[g].members) if member.member == wanted.member)
-    return f"ekbatan.sharding.groups[{g}].members[{m}].configs.jobs-config"
+    return config_path(sharding, sharding.default, JOBS_CONFIG)
 
 
 def misspelled_jobs_config_hint(member: MemberConfig) -> str:
@@ -96,5 +94,6 @@ def jobs_connection_provider(
     is built from the default member's ``primary-config`` (WARNING), or raises when ``strict``.
     """
     sharding = settings if isinstance(settings, ShardingConfig) else settings.sharding
-    config, _ = resolve_jobs_config(sharding, strict=strict)
-    return ConnectionProvider(config, name="jobs", **extra_engine_options)
+    config, fallback = resolve_jobs_config(sharding, strict=strict)
+    where = config_path(sharding, sharding.default, PRIMARY_CONFIG if fallback else JOBS_CONFIG)
+    return ConnectionProvider(config, name="jobs", config_path=where, **extra_engine_options)
