@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,15 @@ def _blocks() -> list:
 
 @pytest.mark.parametrize(("page", "code"), _blocks())
 def test_docs_example_runs(page, code, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    workdir, system_temp = tmp_path / "cwd", tmp_path / "tmp"
+    workdir.mkdir()
+    system_temp.mkdir()
+    monkeypatch.chdir(workdir)
+    # An example that creates a temporary directory must remove it: readers copy them.
+    monkeypatch.setattr(tempfile, "tempdir", str(system_temp))
     namespace = {"__name__": f"docs_{Path(page).stem}"}
     exec(compile(code, f"docs/{page}", "exec", dont_inherit=True), namespace)
+    assert not list(system_temp.iterdir()), f"docs/{page} left temporary files behind"
 
 
 def test_every_docs_page_has_runnable_examples_or_says_why():

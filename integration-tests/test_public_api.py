@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import sys
 from pathlib import Path
 
@@ -31,6 +32,24 @@ def test_all_names_resolve_once(name):
     assert len(exported) == len(set(exported)), f"{name}.__all__ lists a name twice"
     missing = [n for n in exported if not hasattr(module, n)]
     assert not missing, f"{name}.__all__ names what the package does not define: {missing}"
+
+
+def test_every_core_name_the_docs_mention_is_importable_from_ekbatan_core():
+    """The docs' examples import from ``ekbatan.core``; a name documented there must be found there."""
+    import ekbatan.core
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    mentioned = {word for page in docs.glob("*.md") for word in re.findall(r"\w+", page.read_text("utf-8"))}
+    subpackages = ["config", "persistence", "sharding", "migrations", "outbox"]
+    # DEFAULT_HEARTBEAT_INTERVAL in the docs is ekbatan.distributed_jobs's (Ekbatan's 10 s)
+    documented = {
+        name
+        for sub in subpackages
+        for name in importlib.import_module(f"ekbatan.core.{sub}").__all__
+        if name in mentioned and name != "DEFAULT_HEARTBEAT_INTERVAL"
+    }
+    missing = sorted(documented - set(ekbatan.core.__all__))
+    assert not missing, f"documented but not exported by ekbatan.core: {missing}"
 
 
 def test_ekbatan_is_a_namespace_package():

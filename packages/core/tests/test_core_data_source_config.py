@@ -1,7 +1,8 @@
 import pytest
 from pydantic import ValidationError
 
-from ekbatan.core import DataSourceConfig, Dialect, dialect_from_url
+from ekbatan.core import ConnectionProvider, DataSourceConfig, Dialect, dialect_from_url
+from ekbatan.core.persistence import mask_url_password
 
 
 @pytest.mark.parametrize(
@@ -74,6 +75,24 @@ def test_username_and_password_keys_override_the_url():
     url = config.sqlalchemy_url()
     assert (url.username, url.password) == ("app", "s3cret")
     assert config.safe_url() == "postgresql+psycopg://app:***@h/db"
+
+
+def test_an_empty_password_prints_as_no_password_not_as_a_mask():
+    config = DataSourceConfig(url="postgresql+psycopg://postgres@h/db", password="")  # ${PG_PASSWORD:}
+    assert config.sqlalchemy_url().password == ""  # still passed to the driver as given
+    assert config.safe_url() == "postgresql+psycopg://postgres@h/db"
+    provider = ConnectionProvider(config, name="jobs")
+    try:
+        assert provider.url == "postgresql+psycopg://postgres@h/db"
+        assert "***" not in repr(provider)
+    finally:
+        provider.close()
+    assert (
+        mask_url_password("failed on postgresql://postgres:@h/db") == "failed on postgresql://postgres:@h/db"
+    )
+    assert mask_url_password("failed on postgresql://postgres:pw@h/db?password=x") == (
+        "failed on postgresql://postgres:***@h/db?password=***"
+    )
 
 
 def test_a_password_in_two_places_is_refused_without_echoing_it():

@@ -1,6 +1,7 @@
 import logging
 
 import pytest
+import sqlalchemy as sa
 
 from ekbatan.core import (
     ConnectionProvider,
@@ -10,7 +11,10 @@ from ekbatan.core import (
     ShardingConfig,
     TransactionManager,
     jobs_connection_provider,
+    migrate,
 )
+from ekbatan.core.migrations import MigrationError
+from testsupport import server_url
 
 UNREACHABLE = "postgresql+psycopg://app:hunter2@nonexistent.invalid:5432/{}"
 
@@ -178,6 +182,35 @@ def test_strict_jobs_pool_raises_the_message_naming_the_key():
         jobs_connection_provider(config, strict=True)
 
 
+def misspelled(slot: str) -> ShardingConfig:
+    config = sharding().model_dump(by_alias=True)
+    member = config["groups"][0]["members"][0]
+    member["configs"][slot] = {"url": UNREACHABLE.format("jobs"), "maximum-pool-size": 2}
+    return ShardingConfig.model_validate(config)
+
+
+@pytest.mark.parametrize("slot", ["job-config", "jobsConfig2", "jobs-conifg"])
+def test_a_misspelled_jobs_config_is_named_in_the_fallback_warning_and_the_strict_error(slot, caplog):
+    caplog.set_level(logging.WARNING)
+    config = misspelled(slot)
+    provider = jobs_connection_provider(config)
+    provider.close()
+    with DatabaseRegistry.from_config(config) as registry:
+        assert registry.jobs_provider() is registry.primary()  # a custom slot, not the jobs pool
+    hint = "did you mean jobs-config instead of "
+    warnings = [r.getMessage() for r in caplog.records if "jobs-config is not set" in r.getMessage()]
+    assert len(warnings) == 2 and all(hint in w for w in warnings), warnings
+    with pytest.raises(JobsPoolNotConfiguredError, match=hint):
+        jobs_connection_provider(config, strict=True)
+
+
+def test_a_custom_slot_that_is_no_near_miss_gets_no_hint(caplog):
+    caplog.set_level(logging.WARNING)
+    jobs_connection_provider(misspelled("reporting-config")).close()
+    assert "jobs-config is not set" in caplog.text
+    assert "did you mean" not in caplog.text
+
+
 def test_standalone_jobs_provider_falls_back_to_primary_config(caplog):
     provider = jobs_connection_provider(sharding())
     try:
@@ -190,3 +223,69 @@ def test_standalone_jobs_provider_falls_back_to_primary_config(caplog):
         assert provider.engine.url.database == "jobs"
     finally:
         provider.close()
+
+
+def refused_url(dialect: str) -> str:
+    """A URL the real server refuses at the first connection: PostgreSQL trusts every user
+    here, so an unknown database; MariaDB knows no user ``nosuchuser``."""
+    if dialect == "postgres":
+        return server_url(dialect, "no_such_database")
+    return sa.make_url(server_url(dialect)).set(username="nosuchuser").render_as_string(hide_password=False)
+
+
+@pytest.mark.dialects("postgres", "mariadb", "mysql")
+def test_a_refused_first_connection_names_the_configuration_key(dialect):
+    url = refused_url(dialect)
+    config = ShardingConfig.model_validate(
+        {
+            "default_shard": {"group": 1, "member": 0},
+            "groups": [
+                {
+                    "group": 0,
+                    "name": "global",
+                    "members": [{"member": 0, "configs": {"primary-config": {"url": url}}}],
+                },
+                {
+                    "group": 1,
+                    "name": "mexico",
+                    "members": [
+                        {
+                            "member": 0,
+                            "configs": {
+                                "primary-config": {"url": url},
+                                "secondary-config": {"url": url},
+                                "jobs-config": {"url": url, "password": ""},
+                                "reportingConfig": {"url": url},
+                            },
+                        }
+                    ],
+                },
+            ],
+        }
+    )
+    mexico = "ekbatan.sharding.groups[1].members[0].configs"
+    with DatabaseRegistry.from_config(config) as registry:
+        expected = [
+            (registry.primary, f"{mexico}.primary-config (mexico/member-0 primary)"),
+            (registry.secondary, f"{mexico}.secondary-config (mexico/member-0 secondary)"),
+            (registry.jobs_provider, f"{mexico}.jobs-config (mexico/member-0 jobs_config)"),
+            (lambda: registry.provider("reporting-config"), f"{mexico}.reporting-config"),
+            (
+                lambda: registry.primary(ShardIdentifier(0, 0)),
+                "ekbatan.sharding.groups[0].members[0].configs.primary-config",
+            ),
+        ]
+        for provider, where in expected:
+            with pytest.raises(sa.exc.OperationalError) as raised:
+                provider().connect()
+            assert f"connecting {where}" in str(raised.value)
+    standalone = jobs_connection_provider(config)
+    try:
+        with pytest.raises(sa.exc.OperationalError) as raised:
+            standalone.connect()
+        assert f"connecting {mexico}.jobs-config (jobs) to" in str(raised.value)
+    finally:
+        standalone.close()
+    with pytest.raises(MigrationError) as failed:
+        migrate(config)
+    assert "connecting ekbatan.sharding.groups[0].members[0].configs.primary-config" in str(failed.value)

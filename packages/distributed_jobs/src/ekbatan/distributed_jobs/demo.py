@@ -87,13 +87,17 @@ def main(argv: list[str] | None = None) -> int:
         worker(args.db, args.worker, args.seconds)
         return 0
 
-    directory = Path(tempfile.mkdtemp(prefix="ekbatan-demo-"))
-    db_path = directory / "demo.sqlite"
+    # removed when the demo ends: repeated runs must not pile up in the system temp dir
+    with tempfile.TemporaryDirectory(prefix="ekbatan-demo-") as directory:
+        return _run(args, Path(directory) / "demo.sqlite")
+
+
+def _run(args: argparse.Namespace, db_path: Path) -> int:
     engine = sa.create_engine(f"sqlite:///{db_path}")
     create_table(engine)
     with engine.begin() as conn:
         conn.execute(sa.text(RUNS_DDL))
-    print(f"database: {db_path}")
+    print(f"database: {db_path} (removed at exit)")
     print("starting node-1 and node-2 …", flush=True)
     nodes = [
         subprocess.Popen(
@@ -142,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"recurring 'report' runs: {len(recurring)}, by node: {dict(Counter(r.node for r in recurring))}")
     left = client.get_scheduled_executions()
     print(f"rows left in scheduled_tasks: {[str(e.key) for e in left]} (the recurring task's next slot)")
+    engine.dispose()
     return 0 if sorted(per_instance.values()) == [1] * args.tasks else 1
 
 

@@ -9,9 +9,12 @@ one worker thread per job, the dialect pinned from the pool's URL without connec
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
@@ -25,6 +28,9 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskInstance,
     Tasks,
 )
+
+if TYPE_CHECKING:
+    from ekbatan.core.config import EkbatanSettings, JobsConfig
 
 log = logging.getLogger("ekbatan.distributed_jobs")
 
@@ -95,6 +101,32 @@ class JobRegistryBuilder:
     def shutdown_max_wait(self, wait: timedelta) -> JobRegistryBuilder:
         """Applied to each of the two shutdown phases, so stopping can take up to twice this."""
         self._shutdown_max_wait = wait
+        return self
+
+    def apply_settings(self, jobs: JobsConfig | EkbatanSettings) -> JobRegistryBuilder:
+        """Apply ``ekbatan.jobs`` from ``application.yml``: every key that is set, and only those.
+
+        Accepts the ``JobsConfig`` or the whole ``EkbatanSettings``. A key that is set to zero
+        (``shutdown-max-wait: PT0S``) is applied; a key that is absent keeps the builder's value.
+        Builder calls made after this one override it.
+        """
+        # Imported here: the scheduler must not load pydantic and the settings models unless
+        # settings are actually used, and whoever holds a settings object has loaded them already.
+        from ekbatan.core.config import EkbatanSettings, JobsConfig
+
+        if isinstance(jobs, EkbatanSettings):
+            jobs = jobs.jobs
+        if not isinstance(jobs, JobsConfig):
+            raise TypeError(
+                f"apply_settings takes a JobsConfig or EkbatanSettings, got {type(jobs).__name__}"
+            )
+        # "is not None", never truthiness: timedelta(0) is falsy and PT0S must still apply.
+        if jobs.polling_interval is not None:
+            self.poll_interval(jobs.polling_interval)
+        if jobs.heartbeat_interval is not None:
+            self.heartbeat_interval(jobs.heartbeat_interval)
+        if jobs.shutdown_max_wait is not None:
+            self.shutdown_max_wait(jobs.shutdown_max_wait)
         return self
 
     def register_shutdown_hook(self, enabled: bool) -> JobRegistryBuilder:
@@ -249,6 +281,45 @@ class JobRegistry:
         log.info("stopping distributed jobs")
         self.scheduler.stop()
         log.info("distributed jobs stopped")
+
+    def run_until_signal(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT)) -> signal.Signals:
+        """Run until one of ``signals`` arrives, then stop; for a plain script without an integration.
+
+        Starts the registry unless it is started already, blocks the calling thread until a
+        signal arrives, restores the previous handlers, stops the registry (running jobs get
+        ``shutdown_max_wait`` twice, as with ``stop()``) and returns the signal received.
+        Must be called from the main thread: only it may install signal handlers.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(
+                "run_until_signal() must be called from the main thread: Python installs signal handlers "
+                f"only there, and this is {threading.current_thread().name!r}. Call start() and stop() instead."
+            )
+        wanted = [signal.Signals(s) for s in signals]
+        if not wanted:
+            raise ValueError("run_until_signal() needs at least one signal to wait for")
+        received: list[signal.Signals] = []
+
+        def note(signum: int, _frame: object) -> None:
+            # Only record it: the handler interrupts the main thread anywhere, even inside a
+            # lock's critical section, so it must not take locks (Event.set() does) or raise.
+            received.append(signal.Signals(signum))
+
+        previous = {sig: signal.signal(sig, note) for sig in wanted}
+        try:
+            if not self.scheduler.is_started:
+                self.start()
+            log.info("distributed jobs running until %s", ", ".join(sig.name for sig in wanted))
+            while not received:
+                time.sleep(0.05)
+        finally:
+            # Restored before stopping, so that a second Ctrl-C or SIGTERM during a long drain
+            # gets the previous handling (by default: interrupt, terminate) instead of being ignored.
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            self.stop()
+        log.info("received %s", received[0].name)
+        return received[0]
 
     def __enter__(self) -> JobRegistry:
         self.start()

@@ -29,8 +29,9 @@ from ekbatan.core.persistence.credentials import mask_url_password
 from ekbatan.core.persistence.data_source import DataSourceConfig
 from ekbatan.core.persistence.dialect import Dialect
 from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
-from ekbatan.core.sharding.config import ShardingConfig, target_name
+from ekbatan.core.sharding.config import PRIMARY_CONFIG, ShardingConfig, config_path, target_name
 from ekbatan.core.sharding.registry import DatabaseRegistry
+from ekbatan.core.sharding.shard_identifier import ShardIdentifier
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class MigrationTarget:
     name: str
     data_source: DataSourceConfig | ConnectionProvider | str
     eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA
+    config_path: str | None = None  # named by a connection error, e.g. "…members[0].configs.primary-config"
 
     def __post_init__(self) -> None:
         validate_sql_identifier(self.eventlog_schema, "eventlog schema")
@@ -74,7 +76,12 @@ def migration_targets(source: Any) -> list[MigrationTarget]:
     sharding = source if isinstance(source, ShardingConfig) else getattr(source, "sharding", None)
     if isinstance(sharding, ShardingConfig):
         return [
-            MigrationTarget(target_name(g, m), m.primary_config, m.eventlog_schema)
+            MigrationTarget(
+                target_name(g, m),
+                m.primary_config,
+                m.eventlog_schema,
+                config_path(sharding, ShardIdentifier(g.group, m.member), PRIMARY_CONFIG),
+            )
             for g, m in sharding.members()
         ]
     targets = list(source)
@@ -135,7 +142,9 @@ def _migrate_target(target: MigrationTarget, migrations: Sequence[Migration]) ->
     if isinstance(target.data_source, ConnectionProvider):
         provider = target.data_source
     elif isinstance(target.data_source, DataSourceConfig):
-        provider = ConnectionProvider(target.data_source, name=f"{target.name} migrations", pool_size=1)
+        provider = ConnectionProvider(
+            target.data_source, name=f"{target.name} migrations", config_path=target.config_path, pool_size=1
+        )
     else:
         provider = ConnectionProvider.from_url(target.data_source, name=f"{target.name} migrations")
     try:

@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ekbatan.core.persistence.credentials import masked_url
 from ekbatan.core.persistence.data_source import DEFAULT_CONNECTION_TIMEOUT_MS, DataSourceConfig
 from ekbatan.core.persistence.dialect import Dialect
 from ekbatan.core.persistence.liveness import install_idle_ping
@@ -45,14 +46,22 @@ class ConnectionProvider:
     """A pool that connects on first use, so an application can start before its database is up.
 
     Exposes the engine, the dialect (from the URL, no I/O) and a password-masked URL.
-    ``close()`` disposes the pool and may be called more than once.
+    ``close()`` disposes the pool and may be called more than once. ``config_path`` (e.g.
+    ``ekbatan.sharding.groups[0].members[0].configs.jobs-config``) is named, with ``name``, by
+    an error connecting the pool, so that a wrong user or password points at the key to fix.
     """
 
     def __init__(
-        self, config: DataSourceConfig, *, name: str | None = None, **extra_engine_options: Any
+        self,
+        config: DataSourceConfig,
+        *,
+        name: str | None = None,
+        config_path: str | None = None,
+        **extra_engine_options: Any,
     ) -> None:
         self._config = config
         self._name = name
+        self._config_path = config_path
         self._dialect = config.dialect
         self._engine = sa.create_engine(
             config.sqlalchemy_url(), **{**engine_options(config), **extra_engine_options}
@@ -60,7 +69,19 @@ class ConnectionProvider:
         install_session_setup(self._engine, self._dialect)
         if self._dialect is not Dialect.SQLITE and "pool_pre_ping" not in extra_engine_options:
             install_idle_ping(self._engine)  # servers drop idle connections; a file does not
+        sa.event.listen(self._engine, "handle_error", self._name_the_pool_on_connect_errors)
         self._closed = False
+
+    def _name_the_pool_on_connect_errors(self, context: sa.engine.ExceptionContext) -> None:
+        # The pool connects lazily, so a wrong password or role surfaces on first use, far from
+        # the configuration; the driver's message names neither the pool nor the key.
+        if context.connection is not None or context.is_pre_ping:
+            return
+        where = self._config_path or self._name or "the pool"
+        if self._config_path and self._name:
+            where = f"{self._config_path} ({self._name})"
+        if isinstance(context.sqlalchemy_exception, sa.exc.StatementError):
+            context.sqlalchemy_exception.add_detail(f"connecting {where} to {self.url} failed")
 
     @classmethod
     def from_url(
@@ -81,7 +102,7 @@ class ConnectionProvider:
     @property
     def url(self) -> str:
         """The URL with the password masked."""
-        return self._engine.url.render_as_string(hide_password=True)
+        return masked_url(self._engine.url)
 
     @property
     def config(self) -> DataSourceConfig:
@@ -90,6 +111,11 @@ class ConnectionProvider:
     @property
     def name(self) -> str | None:
         return self._name
+
+    @property
+    def config_path(self) -> str | None:
+        """Where the pool's settings are in ``application.yml``, when it was built from them."""
+        return self._config_path
 
     @property
     def closed(self) -> bool:

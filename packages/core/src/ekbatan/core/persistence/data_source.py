@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from pydantic import ConfigDict, Field, SecretStr, model_validator
 
 from ekbatan.core.config.key_folding import KeyFoldingModel
+from ekbatan.core.persistence.credentials import masked_url
 from ekbatan.core.persistence.dialect import Dialect, dialect_from_url, parse_sqlalchemy_url
 from ekbatan.core.persistence.jdbc_urls import translate_jdbc_url
 
@@ -113,8 +114,8 @@ class DataSourceConfig(KeyFoldingModel):
         return url
 
     def safe_url(self) -> str:
-        """The URL with its password replaced by ``***``: fit for logs and messages."""
-        return self.sqlalchemy_url().render_as_string(hide_password=True)
+        """The URL with its password replaced by ``***`` (left out when empty): fit for logs and messages."""
+        return masked_url(self.sqlalchemy_url())
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():

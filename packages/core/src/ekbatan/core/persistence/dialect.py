@@ -7,7 +7,7 @@ from enum import StrEnum
 import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError
 
-from ekbatan.core.persistence.credentials import mask_url_password
+from ekbatan.core.persistence.credentials import mask_url_password, masked_url
 
 
 class Dialect(StrEnum):
@@ -77,6 +77,6 @@ def dialect_from_url(url: str | sa.URL) -> Dialect:
             f"{parsed.drivername!r} is not a SQLAlchemy dialect name; write 'postgresql+psycopg://…'"
         )
     raise ValueError(
-        f"cannot use the database dialect {backend!r} of URL {parsed.render_as_string(hide_password=True)!r}; "
+        f"cannot use the database dialect {backend!r} of URL {masked_url(parsed)!r}; "
         f"Ekbatan supports {SUPPORTED_DIALECTS} (e.g. {_EXAMPLES[Dialect.POSTGRESQL]!r})"
     )

@@ -7,7 +7,7 @@ from typing import Any, Self
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from ekbatan.core.config.key_folding import KeyFoldingModel, fold_key
+from ekbatan.core.config.key_folding import KeyFoldingModel, fold_key, kebab_spelling
 from ekbatan.core.persistence.data_source import DataSourceConfig
 from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
 from ekbatan.core.sharding.shard_identifier import MAX_GROUP, MAX_MEMBER, ShardIdentifier
@@ -152,6 +152,14 @@ class ShardingConfig(KeyFoldingModel):
 
     def shard_names(self) -> dict[ShardIdentifier, str]:
         return {ShardIdentifier(g.group, m.member): target_name(g, m) for g, m in self.members()}
+
+
+def config_path(sharding: ShardingConfig, shard: ShardIdentifier, slot: str) -> str:
+    """``ekbatan.sharding.groups[<g>].members[<m>].configs.<slot>``: list positions, as a
+    settings error names them, not group and member numbers."""
+    g = next(i for i, group in enumerate(sharding.groups) if group.group == shard.group)
+    m = next(i for i, member in enumerate(sharding.groups[g].members) if member.member == shard.member)
+    return f"ekbatan.sharding.groups[{g}].members[{m}].configs.{kebab_spelling(fold_key(slot))}"
 
 
 def target_name(group: GroupConfig, member: MemberConfig) -> str:

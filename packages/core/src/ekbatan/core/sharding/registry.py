@@ -18,12 +18,14 @@ from ekbatan.core.sharding.config import (
     SECONDARY_CONFIG,
     ShardingConfig,
     check_default_shard,
+    config_path,
     target_name,
 )
 from ekbatan.core.sharding.jobs_pool import (
     JobsPoolNotConfiguredError,
     jobs_config_path,
     jobs_pool_missing_message,
+    misspelled_jobs_config_hint,
 )
 from ekbatan.core.sharding.shard_identifier import ShardIdentifier
 
@@ -79,11 +81,19 @@ class DatabaseRegistry:
             for group, member in sharding.members():
                 shard = ShardIdentifier(group.group, member.member)
                 name = target_name(group, member)
-                primary = ConnectionProvider(member.primary_config, name=f"{name} primary")
+                primary = ConnectionProvider(
+                    member.primary_config,
+                    name=f"{name} primary",
+                    config_path=config_path(sharding, shard, PRIMARY_CONFIG),
+                )
                 secondary = None
                 if member.secondary_config is not None:
                     try:
-                        secondary = ConnectionProvider(member.secondary_config, name=f"{name} secondary")
+                        secondary = ConnectionProvider(
+                            member.secondary_config,
+                            name=f"{name} secondary",
+                            config_path=config_path(sharding, shard, SECONDARY_CONFIG),
+                        )
                     except BaseException:
                         primary.close()
                         raise
@@ -180,7 +190,12 @@ class DatabaseRegistry:
         if config is None:
             known = sorted({PRIMARY_CONFIG, SECONDARY_CONFIG} | (set(member.configs) if member else set()))
             raise LookupError(f"shard {self.shard_name(shard)} has no pool named {slot!r}; known: {known}")
-        provider = ConnectionProvider(config, name=f"{self.shard_name(shard)} {slot}")
+        assert self._sharding is not None  # a configured slot comes from the settings
+        provider = ConnectionProvider(
+            config,
+            name=f"{self.shard_name(shard)} {slot}",
+            config_path=config_path(self._sharding, shard, slot),
+        )
         self._named[(shard, slot)] = provider
         return provider
 
@@ -211,9 +226,10 @@ class DatabaseRegistry:
             )
         where = jobs_config_path(self._sharding) if self._sharding is not None else "a 'jobs_config' provider"
         log.warning(
-            "%s is not set; the scheduler shares the primary pool of shard %s. "
+            "%s is not set%s; the scheduler shares the primary pool of shard %s. "
             "Add a jobs-config with a small maximum-pool-size so polling never competes with application queries",
             where,
+            misspelled_jobs_config_hint(member) if member is not None else "",
             self.shard_name(self._default),
         )
         return self.primary()
