@@ -17,16 +17,14 @@ from pydantic.alias_generators import to_camel
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ekbatan.core import (
-    ConnectionProvider,
     DatabaseRegistry,
     ModelEvent,
     ShardIdentifier,
     TransactionManager,
     eventlog_tables,
-    migrate,
 )
-from ekbatan.core.migrations import MigrationTarget, core_migrations
-from testsupport import IsolatedDatabase, create_isolated_database, server_url
+from testsupport import IsolatedDatabase
+from testsupport.eventlog_shards import migrated_shard
 
 
 class Base(DeclarativeBase):
@@ -152,36 +150,12 @@ class OutboxShard:
 def outbox_shard(
     dialect: str, shard: ShardIdentifier = ShardIdentifier.DEFAULT, *, scope: str = "schema"
 ) -> Iterator[OutboxShard]:
-    database = create_isolated_database(dialect, scope=scope, prefix="ob")
-    eventlog = f"el_{uuid.uuid4().hex[:10]}"
-    try:
-        migrate([MigrationTarget(str(shard), database.url, eventlog)], contributions=core_migrations())
-        provider = ConnectionProvider.from_url(database.url, maximum_pool_size=4)
-        Base.metadata.create_all(provider.engine)
-        manager = TransactionManager(provider, shard=shard, eventlog_schema=eventlog)
-        try:
-            yield OutboxShard(shard, database, eventlog, manager)
-        finally:
-            manager.close()
-    finally:
-        database.drop()
-        _drop_eventlog(dialect, eventlog)
-
-
-def _drop_eventlog(dialect: str, eventlog: str) -> None:
-    # SQLite keeps the eventlog in the (already removed) file; a PostgreSQL "database" scope
-    # drops the schema with its database, but the cheap "schema" scope shares the test database.
-    if dialect == "sqlite":
-        return
-    admin = sa.create_engine(server_url(dialect), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    try:
-        with admin.connect() as connection:
-            if dialect == "postgres":
-                connection.exec_driver_sql(f"DROP SCHEMA IF EXISTS {eventlog} CASCADE")
-            else:
-                connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {eventlog}")
-    finally:
-        admin.dispose()
+    with migrated_shard(dialect, shard, Base.metadata, scope=scope, prefix="ob") as (
+        database,
+        eventlog,
+        manager,
+    ):
+        yield OutboxShard(shard, database, eventlog, manager)
 
 
 def registry_of(*shards: OutboxShard, default: ShardIdentifier | None = None) -> DatabaseRegistry:

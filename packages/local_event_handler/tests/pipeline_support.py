@@ -16,18 +16,16 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from ekbatan.core import (
     Action,
     ActionExecutor,
-    ConnectionProvider,
     DatabaseRegistry,
     ModelEvent,
     ShardedUUID,
     ShardIdentifier,
     TransactionManager,
     eventlog_tables,
-    migrate,
 )
-from ekbatan.core.migrations import MigrationTarget, core_migrations
 from ekbatan.local_event_handler import EventEnvelope, EventHandler
-from testsupport import IsolatedDatabase, create_isolated_database, server_url
+from testsupport import IsolatedDatabase
+from testsupport.eventlog_shards import migrated_shard
 
 NAMESPACE = "test.local_event_handler"
 SHARDS = (ShardIdentifier(0, 0), ShardIdentifier(1, 0))
@@ -205,34 +203,9 @@ class PipelineShard:
 
 @contextmanager
 def pipeline_shard(dialect: str, shard: ShardIdentifier, *, scope: str) -> Iterator[PipelineShard]:
-    database = create_isolated_database(dialect, scope=scope, prefix="leh")
-    eventlog = f"el_{uuid.uuid4().hex[:10]}"
-    try:
-        migrate([MigrationTarget(str(shard), database.url, eventlog)], contributions=core_migrations())
-        provider = ConnectionProvider.from_url(database.url, maximum_pool_size=8)
-        Base.metadata.create_all(provider.engine)
-        manager = TransactionManager(provider, shard=shard, eventlog_schema=eventlog)
-        try:
-            yield PipelineShard(shard, database, eventlog, manager)
-        finally:
-            manager.close()
-    finally:
-        database.drop()
-        drop_eventlog(dialect, eventlog)
-
-
-def drop_eventlog(dialect: str, eventlog: str) -> None:
-    if dialect == "sqlite":
-        return
-    admin = sa.create_engine(server_url(dialect), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    try:
-        with admin.connect() as connection:
-            if dialect == "postgres":
-                connection.exec_driver_sql(f"DROP SCHEMA IF EXISTS {eventlog} CASCADE")
-            else:
-                connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {eventlog}")
-    finally:
-        admin.dispose()
+    with migrated_shard(dialect, shard, Base.metadata, scope=scope, prefix="leh", pool_size=8) as created:
+        database, eventlog, manager = created
+        yield PipelineShard(shard, database, eventlog, manager)
 
 
 @contextmanager
