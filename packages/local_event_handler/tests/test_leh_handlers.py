@@ -204,3 +204,14 @@ def test_backoff_refuses_nonsense():
         backoff_delay(0, timedelta(minutes=5))
     with pytest.raises(ValueError, match="cap must be positive"):
         backoff_delay(1, timedelta(0))
+
+
+def test_a_refused_handler_leaves_nothing_behind():
+    builder = EventHandlerRegistry.builder().with_handler(Handler("email", aliases=("mailer",)))
+    with pytest.raises(ValueError, match="already registered: mailer"):
+        builder.with_handler(Handler("indexer", aliases=("search", "mailer")))
+    with pytest.raises(ValueError, match="lists an alias twice"):
+        builder.with_handler(Handler("indexer", aliases=("search", "search")))
+    built = builder.with_handler(Handler("indexer", aliases=("search",))).build()
+    assert built.subscribers_for("FooEvent") == ("email", "indexer")
+    assert built.handler_for("search").name() == "indexer"

@@ -38,24 +38,7 @@ UNREACHABLE = "postgresql+psycopg://nobody@unreachable.invalid:5432/none"
 @pytest.fixture
 def offline_registry():
     """Building never connects: a registry of a host that does not exist is enough."""
-    settings = settings_from_document(
-        {
-            "ekbatan": {
-                "namespace": "shop",
-                "sharding": {
-                    "default-shard": {"group": 0, "member": 0},
-                    "groups": [
-                        {
-                            "group": 0,
-                            "name": "global",
-                            "members": [{"member": 0, "configs": {"primary-config": {"url": UNREACHABLE}}}],
-                        }
-                    ],
-                },
-            }
-        },
-        environ={},
-    )
+    settings = settings_with({})
     with DatabaseRegistry.from_config(settings) as registry:
         yield registry
 
@@ -150,6 +133,7 @@ def test_settings_build_both_jobs_and_absent_keys_keep_the_defaults(offline_regi
             "fanout-poll-delay": "PT0.2S",
             "handling-batch-size": 50,
             "handling-retention-window": "PT24H",
+            "handling-handler-timeout": "PT30S",
             "handling": {"enabled": True},
         }
     )

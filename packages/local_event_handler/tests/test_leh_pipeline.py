@@ -586,3 +586,39 @@ def test_a_failing_shard_fails_the_round_after_the_others_finished(shards):
         assert shards[0].count_notifications("PENDING") == 1
     finally:
         handling.close()
+
+
+def test_hung_handlers_holding_every_thread_do_not_starve_the_next_round(one_shard):
+    """A batch of 2 gives the job 2 threads; round one's 2 hung calls keep both. The next
+    round's calls must run on fresh threads, not wait behind them or time out unstarted."""
+    registry = registry_of([one_shard])
+    release = threading.Event()
+
+    def hang_on_first_call(envelope, call):
+        if call == 1:
+            release.wait(60)
+
+    hung_a = RecordingHandler("a", behaviour=hang_on_first_call)
+    hung_b = RecordingHandler("b", behaviour=hang_on_first_call)
+    fanout, handling = jobs(
+        registry, [hung_a, hung_b], handler_timeout=timedelta(milliseconds=300), batch_size=2
+    )
+    try:
+        create_widgets(executor_for(registry), [one_shard], 1)
+        fanout.drain_one_round()
+        handling.drain_one_round()
+        assert sorted(r.handler_name for r in one_shard.notifications(state="FAILED")) == ["a", "b"]
+        executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "second", "red"))
+        fanout.drain_one_round()
+        started = time.monotonic()
+        handling.drain_one_round()
+        took = time.monotonic() - started
+        succeeded = one_shard.notifications(state="SUCCEEDED")
+        assert sorted((r.handler_name, r.payload["name"]) for r in succeeded) == [
+            ("a", "second"),
+            ("b", "second"),
+        ]
+        assert took < 30, f"round two waited {took:.1f}s behind the hung threads"
+    finally:
+        release.set()
+        handling.close()

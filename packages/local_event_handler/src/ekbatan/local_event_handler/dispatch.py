@@ -24,6 +24,10 @@ from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
 log = logging.getLogger("ekbatan.local_event_handler")
 
 
+#: how often the wait looks at calls still queued for a thread, when a timeout applies
+_QUEUED_CHECK = 0.05
+
+
 class HandlerTimeoutError(TimeoutError):
     """A handler ran longer than the job's ``handler_timeout``; recorded as a failed try."""
 
@@ -34,10 +38,19 @@ class Invocation:
 
     error: BaseException | None = None
     seconds: float = 0.0
+    #: monotonic time the call started; None while it waits for a thread
+    started: float | None = None
 
     @property
     def succeeded(self) -> bool:
         return self.error is None
+
+
+def _collect(future: concurrent.futures.Future[Any], outcome: Invocation) -> None:
+    if future.cancelled():
+        outcome.error = outcome.error or concurrent.futures.CancelledError("the handler was cancelled")
+    elif outcome.error is None and future.exception() is not None:
+        outcome.error = future.exception()
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
@@ -45,11 +58,13 @@ async def _awaited(awaitable: Awaitable[Any]) -> Any:
 
 
 class HandlerDispatcher:
-    """Runs a round's handler calls concurrently and waits for all of them (or the timeout).
+    """Runs a round's handler calls concurrently and waits for all of them.
 
-    Threads are made as calls need them, up to ``max_threads``, and kept between rounds. A
-    call still running at its timeout is recorded as failed; a plain method cannot be stopped,
-    so its thread stays busy until the handler returns, while an ``async def`` one is cancelled.
+    Threads are made as calls need them, up to ``max_threads``, and kept between rounds. With a
+    ``timeout``, a call still running that long after it *started* is recorded as failed. An
+    ``async def`` call is cancelled; a plain method cannot be stopped, so its thread is left to
+    finish on its own and the pool is replaced: calls still waiting for a thread move to the
+    new pool, so hung handlers never starve the calls behind them.
     """
 
     def __init__(self, *, max_threads: int, timeout: timedelta | None, name: str) -> None:
@@ -63,25 +78,76 @@ class HandlerDispatcher:
     def run_all(self, calls: Sequence[tuple[Callable[[Any], Any], Any]]) -> list[Invocation]:
         """Call each ``handle(envelope)`` of ``calls``; the outcomes come back in the same order."""
         outcomes = [Invocation() for _ in calls]
-        futures: dict[concurrent.futures.Future[Any], int] = {}
+        pending: dict[concurrent.futures.Future[Any], int] = {}
         for index, (handle, envelope) in enumerate(calls):
             try:
-                futures[self._start(handle, envelope, outcomes[index])] = index
+                pending[self._start(handle, envelope, outcomes[index])] = index
             except BaseException as error:  # the pool refused the call (shut down): this row fails alone
                 outcomes[index].error = error
-        done, not_done = concurrent.futures.wait(futures, timeout=self._timeout)
-        for future in done:
-            outcome = outcomes[futures[future]]
-            if future.cancelled():
-                outcome.error = concurrent.futures.CancelledError("the handler was cancelled")
-            elif outcome.error is None and future.exception() is not None:
-                outcome.error = future.exception()
-        for future in not_done:
+        if self._timeout is None:
+            concurrent.futures.wait(pending)
+            for future, index in pending.items():
+                _collect(future, outcomes[index])
+            return outcomes
+        while pending:
+            done, _ = concurrent.futures.wait(
+                pending,
+                timeout=self._next_deadline(pending, outcomes),
+                return_when=concurrent.futures.FIRST_COMPLETED,
+            )
+            for future in done:
+                _collect(future, outcomes[pending.pop(future)])
+            self._expire(pending, outcomes, calls)
+        return outcomes
+
+    def _next_deadline(
+        self, pending: dict[concurrent.futures.Future[Any], int], outcomes: list[Invocation]
+    ) -> float:
+        assert self._timeout is not None
+        now = time.monotonic()
+        started = [outcomes[i].started for i in pending.values() if outcomes[i].started is not None]
+        if len(started) < len(pending):
+            return _QUEUED_CHECK  # a queued call starts at an unknown time: look again soon
+        return max(0.0, min(started) + self._timeout - now)
+
+    def _expire(
+        self,
+        pending: dict[concurrent.futures.Future[Any], int],
+        outcomes: list[Invocation],
+        calls: Sequence[tuple[Callable[[Any], Any], Any]],
+    ) -> None:
+        assert self._timeout is not None
+        now = time.monotonic()
+        abandoned_thread = False
+        for future, index in list(pending.items()):
+            outcome = outcomes[index]
+            if outcome.started is None or now - outcome.started < self._timeout:
+                continue
+            del pending[future]
             future.cancel()
-            outcomes[futures[future]].error = HandlerTimeoutError(
+            outcome.error = HandlerTimeoutError(
                 f"the handler did not finish within {self._timeout:g} s (handler_timeout)"
             )
-        return outcomes
+            abandoned_thread |= not inspect.iscoroutinefunction(calls[index][0])
+        if abandoned_thread:
+            self._replace_pool(pending, outcomes, calls)
+
+    def _replace_pool(
+        self,
+        pending: dict[concurrent.futures.Future[Any], int],
+        outcomes: list[Invocation],
+        calls: Sequence[tuple[Callable[[Any], Any], Any]],
+    ) -> None:
+        with self._lock:
+            retired, self._threads = self._threads, None
+        if retired is not None:
+            retired.shutdown(wait=False)
+        log.warning("a handler timed out and keeps its thread; later calls go to a new thread pool")
+        for future, index in list(pending.items()):
+            if future.cancel():  # still waiting for a thread of the retired pool
+                del pending[future]
+                handle, envelope = calls[index]
+                pending[self._start(handle, envelope, outcomes[index])] = index
 
     def _start(
         self, handle: Callable[[Any], Any], envelope: Any, outcome: Invocation
@@ -91,7 +157,7 @@ class HandlerDispatcher:
         return self._pool().submit(self._timed_sync, handle, envelope, outcome)
 
     def _timed_sync(self, handle: Callable[[Any], Any], envelope: Any, outcome: Invocation) -> None:
-        started = time.monotonic()
+        started = outcome.started = time.monotonic()
         try:
             result = handle(envelope)
             if inspect.isawaitable(result):
@@ -120,7 +186,7 @@ class HandlerDispatcher:
 
 
 async def _timed_async(handle: Callable[[Any], Any], envelope: Any, outcome: Invocation) -> None:
-    started = time.monotonic()
+    started = outcome.started = time.monotonic()
     try:
         await handle(envelope)
     except BaseException as error:

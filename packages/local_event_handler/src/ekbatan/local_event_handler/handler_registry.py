@@ -12,12 +12,11 @@ from ekbatan.local_event_handler.handler import EventHandler
 
 
 class EventHandlerRegistryBuilder:
-    """Collects handlers; every check runs as each handler is added. Discard a builder that
-    raised: the handler that failed may be partly registered in it."""
+    """Collects handlers; every check runs as each handler is added, before anything of it is
+    registered, so a builder that refused a handler can still be used."""
 
     def __init__(self) -> None:
         self._by_name: dict[str, EventHandler[Any]] = {}
-        self._canonical: set[str] = set()
         self._event_classes: dict[str, type[ModelEvent]] = {}
         self._subscribers: dict[str, list[str]] = {}
 
@@ -55,14 +54,18 @@ class EventHandlerRegistryBuilder:
                 f"{qualified_name(event_class)}. The stored event_type is the class's simple name, so "
                 "rename one of the classes"
             )
-        self._by_name[name] = handler
-        self._canonical.add(name)
-        for alias in handler.aliases():
+        aliases = list(handler.aliases())
+        for alias in aliases:
             if not isinstance(alias, str) or not alias.strip():
                 raise ValueError(f"{where} (handler {name!r}) returned a blank alias {alias!r}")
             if alias == name:
                 raise ValueError(f"Handler alias duplicates canonical name: {name}")
             self._refuse_taken(alias)
+        if len(set(aliases)) != len(aliases):
+            raise ValueError(f"{where} (handler {name!r}) lists an alias twice: {aliases}")
+        # every check passed: a refused handler leaves nothing of itself behind
+        self._by_name[name] = handler
+        for alias in aliases:
             self._by_name[alias] = handler
         self._event_classes[type_name] = event_class
         self._subscribers.setdefault(type_name, []).append(name)

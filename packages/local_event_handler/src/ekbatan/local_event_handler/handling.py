@@ -102,6 +102,8 @@ class EventHandlingJobBuilder(PipelineJobBuilder):
             self.max_backoff_cap(config.handling_max_backoff_cap)
         if config.handling_retention_window is not None:
             self.retention_window(config.handling_retention_window)
+        if config.handling_handler_timeout is not None:
+            self.handler_timeout(config.handling_handler_timeout)
         return self
 
     def build(self) -> EventHandlingJob:

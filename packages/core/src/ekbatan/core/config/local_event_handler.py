@@ -30,6 +30,8 @@ class LocalEventHandlerConfig(KeyFoldingModel):
     handling_batch_size: int | None = Field(default=None, gt=0)
     handling_max_backoff_cap: IsoDuration | None = None
     handling_retention_window: IsoDuration | None = None
+    #: a handler call still running after this counts as a failed try (absent: no timeout)
+    handling_handler_timeout: IsoDuration | None = None
     handling: HandlingConfig = Field(default_factory=HandlingConfig)
 
     @field_validator("handling", mode="before")
@@ -38,7 +40,11 @@ class LocalEventHandlerConfig(KeyFoldingModel):
         return HandlingConfig() if value is None else value
 
     @field_validator(
-        "fanout_poll_delay", "handling_poll_delay", "handling_max_backoff_cap", "handling_retention_window"
+        "fanout_poll_delay",
+        "handling_poll_delay",
+        "handling_max_backoff_cap",
+        "handling_retention_window",
+        "handling_handler_timeout",
     )
     @classmethod
     def _positive(cls, value: timedelta | None) -> timedelta | None:
