@@ -1,3 +1,15 @@
-"""Ekbatan wiring for FastAPI, Flask and dependency-injector. Not built yet — see DESIGN.md."""
+"""Ekbatan wired into applications: package discovery, a dependency-injector container, FastAPI
+and Flask. Each integration is a module of its own, imported by name so that an application
+loads only the framework it uses:
 
-__all__: list[str] = []
+* ``ekbatan.integrations.discovery`` — ``scan(packages)``;
+* ``ekbatan.integrations.runtime`` — ``build_runtime(config, packages)``, the graph every
+  integration builds, usable on its own in a plain script;
+* ``ekbatan.integrations.di`` — ``EkbatanContainer`` (extra ``[di]``).
+"""
+
+from ekbatan.integrations.construction import ConstructionError
+from ekbatan.integrations.discovery import Discovered, DiscoveryError, scan
+from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
+
+__all__ = ["ConstructionError", "Discovered", "DiscoveryError", "EkbatanRuntime", "build_runtime", "scan"]

@@ -1,0 +1,99 @@
+"""``scan(packages)``: import packages recursively and collect the classes marked for Ekbatan.
+
+Found are the classes marked ``@distributed_job``, ``@event_handler`` and ``@action`` that are
+*defined* in a scanned module (a marked class imported into another module is found once, where
+it is defined). The order is stable: by module name, then by the order of definition.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from ekbatan.core.outbox import is_action
+from ekbatan.distributed_jobs import is_distributed_job
+from ekbatan.local_event_handler import is_event_handler
+
+
+class DiscoveryError(ImportError):
+    """A scanned package or module could not be imported; the original error is chained."""
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """The marked classes of the scanned packages, each list in a stable order."""
+
+    jobs: tuple[type, ...] = ()
+    handlers: tuple[type, ...] = ()
+    actions: tuple[type, ...] = ()
+    modules: tuple[str, ...] = field(default=(), repr=False)
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs or self.handlers or self.actions)
+
+
+def scan(packages: Iterable[str | ModuleType] | str | ModuleType) -> Discovered:
+    """Import every module of ``packages`` (names such as ``"myapp.jobs"``, or modules) and
+    return the marked classes defined in them."""
+    if isinstance(packages, str | ModuleType):
+        packages = [packages]
+    modules: dict[str, ModuleType] = {}
+    for package in packages:
+        for module in _walk(package):
+            modules.setdefault(module.__name__, module)
+    jobs: list[type] = []
+    handlers: list[type] = []
+    actions: list[type] = []
+    for name in sorted(modules):
+        for cls in _classes_defined_in(modules[name]):
+            if is_distributed_job(cls):
+                jobs.append(cls)
+            if is_event_handler(cls):
+                handlers.append(cls)
+            if is_action(cls):
+                actions.append(cls)
+    return Discovered(tuple(jobs), tuple(handlers), tuple(actions), tuple(sorted(modules)))
+
+
+def _walk(package: str | ModuleType) -> list[ModuleType]:
+    if isinstance(package, ModuleType):
+        root = package
+    else:
+        if not isinstance(package, str) or not package.strip():
+            raise ValueError(
+                f"packages to scan are dotted module names such as 'myapp.jobs'; got {package!r}"
+            )
+        root = _import(package.strip(), package.strip())
+    found = [root]
+    path = getattr(root, "__path__", None)
+    if path is None:  # a plain module: nothing below it
+        return found
+    errors: list[str] = []
+    for info in pkgutil.walk_packages(path, prefix=f"{root.__name__}.", onerror=errors.append):
+        found.append(_import(info.name, root.__name__))
+    if errors:
+        raise DiscoveryError(f"while scanning {root.__name__}, these packages could not be listed: {errors}")
+    return found
+
+
+def _import(name: str, scanning: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except Exception as error:
+        where = "" if name == scanning else f" while scanning {scanning}"
+        raise DiscoveryError(f"could not import {name}{where}: {type(error).__name__}: {error}") from error
+
+
+def _classes_defined_in(module: ModuleType) -> list[type]:
+    # a module's namespace keeps the order its names were bound: definition order
+    return [
+        obj for obj in vars(module).values() if isinstance(obj, type) and obj.__module__ == module.__name__
+    ]
+
+
+def describe(cls: Any) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -1,0 +1,243 @@
+"""``EkbatanRuntime``: the whole product built from one ``application.yml`` and a list of
+packages — settings, shards, the action executor, handlers, jobs and the job registry — and
+started and stopped in the right order.
+
+Every integration (dependency-injector, FastAPI, Flask, the ``ekbatan worker`` command) builds
+through the functions here, so they all build the same graph:
+
+* the ``DatabaseRegistry`` from ``ekbatan.sharding`` (pools are lazy: building connects to nothing);
+* the ``ActionExecutor`` with ``ekbatan.namespace`` and every discovered ``@action``;
+* the ``EventHandlerRegistry`` of every discovered ``@event_handler``;
+* the fan-out job whenever there is a handler, the handling job too when
+  ``ekbatan.local-event-handler.handling.enabled`` is true;
+* a ``JobRegistry`` of the discovered ``@distributed_job`` classes and those pipeline jobs, on the
+  default shard's ``jobs-config`` pool (required: an error names the key when it is missing),
+  with every ``ekbatan.jobs`` key that is set — or no job registry at all when there is no job.
+
+Start order: migrations (only when asked), then the job registry. Stop order: the job registry
+(its jobs drain while the pools are still open), then the jobs pool, then the shards' pools.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, load_settings, migrate
+from ekbatan.core.outbox import Clock, EventCodec, UtcClock, default_codec
+from ekbatan.core.persistence import ConnectionProvider
+from ekbatan.core.sharding import jobs_connection_provider
+from ekbatan.distributed_jobs import DistributedJob, JobRegistry
+from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.integrations.construction import Offer, construct, offers_of_container
+from ekbatan.integrations.discovery import Discovered, scan
+from ekbatan.local_event_handler import EventHandler, EventHandlerRegistry, event_pipeline_jobs
+
+log = logging.getLogger("ekbatan.integrations")
+
+DEFAULT_CONFIG = "application.yml"
+
+
+def load(config: str | os.PathLike[str] | EkbatanSettings | None) -> EkbatanSettings:
+    """Settings from a path (default ``application.yml``), or the given settings as they are."""
+    if isinstance(config, EkbatanSettings):
+        return config
+    return load_settings(Path(DEFAULT_CONFIG if config is None else config))
+
+
+@dataclass
+class EkbatanRuntime:
+    """What :func:`build_runtime` built. ``job_registry`` is None when there is no job at all."""
+
+    settings: EkbatanSettings
+    discovered: Discovered
+    database_registry: DatabaseRegistry
+    action_executor: ActionExecutor
+    event_handler_registry: EventHandlerRegistry
+    jobs: tuple[DistributedJob, ...]
+    job_registry: JobRegistry | None
+    jobs_pool: ConnectionProvider | None
+    migrate_on_start: bool = False
+    _state: str = field(default="built", repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _client: SchedulerClient | None = field(default=None, repr=False)
+
+    @property
+    def started(self) -> bool:
+        return self._state == "started"
+
+    @property
+    def scheduler_client(self) -> SchedulerClient:
+        """Schedules, reschedules, cancels and lists executions in ``scheduled_tasks`` (jobs pool)."""
+        if self.job_registry is not None:
+            return self.job_registry.scheduler
+        with self._lock:
+            if self._client is None:
+                pool = self.jobs_pool or jobs_connection_provider(self.settings, strict=True)
+                self.jobs_pool = pool
+                self._client = SchedulerClient(pool.engine, dialect=str(pool.dialect))
+            return self._client
+
+    def start(self) -> None:
+        """Run the migrations if asked, then start the job registry (idempotent)."""
+        with self._lock:
+            if self._state == "started":
+                return
+            if self._state == "stopped":
+                raise RuntimeError("this Ekbatan runtime was stopped; build a new one to start again")
+            if self.migrate_on_start:
+                for report in migrate(self.settings):
+                    log.info("migrations: %s", report)
+            if self.job_registry is not None:
+                self.job_registry.start()
+            self._state = "started"
+
+    def stop(self) -> None:
+        """Stop the job registry, then close the pools (idempotent; safe after a failed start)."""
+        with self._lock:
+            if self._state == "stopped":
+                return
+            self._state = "stopped"
+        try:
+            if self.job_registry is not None:
+                self.job_registry.stop()
+        finally:
+            try:
+                if self.jobs_pool is not None:
+                    self.jobs_pool.close()
+            finally:
+                self.database_registry.close()
+
+    def __enter__(self) -> EkbatanRuntime:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def ekbatan_offers(
+    settings: EkbatanSettings,
+    database_registry: DatabaseRegistry,
+    executor: ActionExecutor,
+    clock: Clock,
+    codec: EventCodec,
+) -> dict[str, Offer]:
+    """What Ekbatan itself offers to discovered classes' constructors, by name and type."""
+    return {
+        "settings": Offer(lambda: settings, EkbatanSettings),
+        "database_registry": Offer(lambda: database_registry, DatabaseRegistry),
+        "action_executor": Offer(lambda: executor, ActionExecutor),
+        "executor": Offer(lambda: executor, ActionExecutor),
+        "clock": Offer(lambda: clock, type(clock)),
+        "codec": Offer(lambda: codec, EventCodec),
+    }
+
+
+def job_registry_for(
+    jobs: list[DistributedJob], jobs_pool: ConnectionProvider, settings: EkbatanSettings
+) -> JobRegistry:
+    """The job registry of ``jobs`` on ``jobs_pool``; the framework's lifecycle starts and stops it."""
+    return (
+        JobRegistry.builder()
+        .connection_provider(jobs_pool)
+        .with_jobs(jobs)
+        .apply_settings(settings.jobs)
+        .register_shutdown_hook(False)
+        .build()
+    )
+
+
+def pipeline_jobs_for(
+    settings: EkbatanSettings,
+    database_registry: DatabaseRegistry,
+    handler_registry: EventHandlerRegistry,
+    clock: Clock,
+    codec: EventCodec,
+) -> list[DistributedJob]:
+    """The fan-out job when there is a handler (and the handling job when enabled); else none."""
+    if not handler_registry:
+        return []
+    return list(
+        event_pipeline_jobs(
+            settings,
+            database_registry=database_registry,
+            event_handler_registry=handler_registry,
+            clock=clock,
+            codec=codec,
+        )
+    )
+
+
+def build_runtime(
+    config: str | os.PathLike[str] | EkbatanSettings | None = None,
+    packages: Iterable[str | ModuleType] | str | ModuleType = (),
+    *,
+    container: Any = None,
+    clock: Clock | None = None,
+    codec: EventCodec | None = None,
+    migrate_on_start: bool = False,
+    extra_jobs: Iterable[DistributedJob] = (),
+    extra_handlers: Iterable[EventHandler[Any]] = (),
+) -> EkbatanRuntime:
+    """Build everything; connect to nothing. Raises with the bad key, class or parameter named.
+
+    ``container`` is the application's own dependency-injector container: discovered classes
+    get their constructor parameters from it (by name, then by type) before Ekbatan's own
+    objects (``settings``, ``database_registry``, ``action_executor``, ``clock``, ``codec``).
+    """
+    settings = load(config)
+    discovered = scan(packages)
+    clock = UtcClock() if clock is None else clock
+    codec = default_codec if codec is None else codec
+    registry = DatabaseRegistry.from_config(settings)
+    jobs_pool = None
+    try:
+        executor = ActionExecutor(registry, namespace=settings.namespace, clock=clock, codec=codec)
+        sources: list[Mapping[str, Offer]] = [
+            offers_of_container(container),
+            ekbatan_offers(settings, registry, executor, clock, codec),
+        ]
+        for action_class in discovered.actions:
+            executor.register(construct(action_class, sources))
+        handlers = [construct(cls, sources) for cls in discovered.handlers] + list(extra_handlers)
+        handler_registry = EventHandlerRegistry.builder().with_handlers(handlers).build()
+        jobs: list[DistributedJob] = [construct(cls, sources) for cls in discovered.jobs] + list(extra_jobs)
+        jobs += pipeline_jobs_for(settings, registry, handler_registry, clock, codec)
+        job_registry = None
+        if jobs:
+            jobs_pool = jobs_connection_provider(settings, strict=True)
+            job_registry = job_registry_for(jobs, jobs_pool, settings)
+    except BaseException:
+        if jobs_pool is not None:
+            jobs_pool.close()
+        registry.close()
+        raise
+    log.info(
+        "ekbatan built: %d action(s), %d handler(s), %d job(s)%s",
+        len(discovered.actions),
+        len(handlers),
+        len(jobs),
+        "" if job_registry is not None else " (no job registry)",
+    )
+    return EkbatanRuntime(
+        settings=settings,
+        discovered=discovered,
+        database_registry=registry,
+        action_executor=executor,
+        event_handler_registry=handler_registry,
+        jobs=tuple(jobs),
+        job_registry=job_registry,
+        jobs_pool=jobs_pool,
+        migrate_on_start=migrate_on_start,
+    )

@@ -1,0 +1,75 @@
+"""Writing an ``application.yml`` for the integration tests, on any dialect's isolated database."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testsupport import create_isolated_database
+from testsupport.eventlog_shards import drop_eventlog
+
+
+def application_yml(
+    directory: Path,
+    url: str,
+    *,
+    eventlog: str = "eventlog",
+    jobs_pool: bool = True,
+    handling: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    configs: dict[str, Any] = {"primary-config": {"url": url, "maximum-pool-size": 8}}
+    if jobs_pool:
+        configs["jobs-config"] = {"url": url, "maximum-pool-size": 4}
+    document: dict[str, Any] = {
+        "ekbatan": {
+            "namespace": "wallet",
+            "jobs": {"polling-interval": "PT0.1S", "heartbeat-interval": "PT1S", "shutdown-max-wait": "PT5S"},
+            "local-event-handler": {
+                "fanout-poll-delay": "PT0.1S",
+                "handling-poll-delay": "PT0.1S",
+                "handling": {"enabled": handling},
+            },
+            "sharding": {
+                "default-shard": {"group": 0, "member": 0},
+                "groups": [
+                    {
+                        "group": 0,
+                        "name": "global",
+                        "members": [{"member": 0, "eventlog-schema": eventlog, "configs": configs}],
+                    }
+                ],
+            },
+        }
+    }
+    for key, value in (extra or {}).items():
+        document["ekbatan"][key] = value
+    path = directory / "application.yml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False), "utf-8")
+    return path
+
+
+@dataclass
+class AppDatabase:
+    """An isolated database for one application, with an eventlog of its own name."""
+
+    dialect: str
+    url: str
+    eventlog: str
+
+
+@contextmanager
+def app_database(dialect: str) -> Iterator[AppDatabase]:
+    database = create_isolated_database(dialect, scope="schema", prefix="app")
+    eventlog = f"el_{uuid.uuid4().hex[:10]}"
+    try:
+        yield AppDatabase(dialect, database.url, eventlog)
+    finally:
+        database.drop()
+        drop_eventlog(dialect, eventlog)

@@ -1,0 +1,175 @@
+"""EkbatanContainer: the product as a dependency-injector container."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+from dependency_injector import containers, providers
+from integrations_sample.domain import Base, Deposit, DepositParams
+from integrations_sample.handlers import DepositLedger
+from integrations_support import application_yml
+
+from ekbatan.core import ActionExecutor, DatabaseRegistry, JobsPoolNotConfiguredError, settings_from_document
+from ekbatan.distributed_jobs import JobRegistry
+from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.integrations.di import EkbatanContainer
+from ekbatan.local_event_handler import EventFanoutJob, EventHandlingJob
+from testsupport import wait_until
+
+
+class Container(EkbatanContainer):
+    """The application extends Ekbatan's container with its own providers."""
+
+    ledger = providers.Singleton(DepositLedger)
+
+
+def configured(container: EkbatanContainer, config, packages) -> EkbatanContainer:
+    container.config_path.override(str(config))
+    container.packages.override(packages)
+    return container
+
+
+def test_no_job_and_no_handler_means_no_job_registry(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", jobs_pool=False)
+    container = configured(EkbatanContainer(), config, ["integrations_sample.domain"])
+    container.init_resources()
+    try:
+        assert container.job_registry() is None
+        assert isinstance(container.action_executor(), ActionExecutor)
+        assert isinstance(container.database_registry(), DatabaseRegistry)
+        assert container.settings().namespace == "wallet"
+    finally:
+        container.shutdown_resources()
+
+
+def test_a_job_without_a_jobs_pool_fails_at_start_naming_the_key(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", jobs_pool=False)
+    container = configured(EkbatanContainer(), config, ["integrations_sample.jobs"])
+    try:
+        with pytest.raises(
+            JobsPoolNotConfiguredError, match=r"members\[0\]\.configs\.jobs-config is not set"
+        ):
+            container.init_resources()
+    finally:
+        container.shutdown_resources()
+
+
+def test_handling_joins_only_when_enabled(tmp_path):
+    url = f"sqlite:///{tmp_path / 'app.sqlite'}"
+    off = configured(
+        Container(), application_yml(tmp_path, url, handling=False), ["integrations_sample.handlers"]
+    )
+    assert [type(j) for j in off.jobs()] == [EventFanoutJob]
+    off.shutdown_resources()
+    on = configured(
+        Container(), application_yml(tmp_path, url, handling=True), ["integrations_sample.handlers"]
+    )
+    assert [type(j) for j in on.jobs()] == [EventFanoutJob, EventHandlingJob]
+    on.shutdown_resources()
+
+
+def test_camel_and_kebab_settings_bind_the_same(tmp_path):
+    document = {
+        "ekbatan": {
+            "namespace": "wallet",
+            "localEventHandler": {"handlingPollDelay": "PT0.2S", "handling": {"enabled": True}},
+            "sharding": {
+                "defaultShard": {"group": 0, "member": 0},
+                "groups": [
+                    {
+                        "group": 0,
+                        "name": "global",
+                        "members": [
+                            {
+                                "member": 0,
+                                "configs": {
+                                    "primaryConfig": {"url": f"sqlite:///{tmp_path / 'a.sqlite'}"},
+                                    "jobs-config": {"url": f"sqlite:///{tmp_path / 'a.sqlite'}"},
+                                },
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+    }
+    container = Container()
+    container.settings.override(settings_from_document(document, environ={}))
+    container.packages.override(["integrations_sample.handlers"])
+    _fanout, handling = container.jobs()
+    assert handling.poll_delay.total_seconds() == 0.2
+    container.shutdown_resources()
+
+
+def test_a_user_jobs_pool_replaces_ekbatans(app_db, tmp_path):
+    from ekbatan.core import ConnectionProvider
+
+    config = application_yml(tmp_path, app_db.url, jobs_pool=False, eventlog=app_db.eventlog)
+    mine = ConnectionProvider.from_url(app_db.url, maximum_pool_size=2)
+    container = configured(Container(), config, ["integrations_sample.jobs"])
+    container.jobs_pool.override(providers.Object(mine))
+    container.migrate_on_start.override(True)
+    try:
+        Base.metadata.create_all(mine.engine)
+        container.init_resources()
+        assert container.jobs_pool() is mine
+        wait_until(lambda: _balance(app_db.url) >= 10, timeout=20, message="the top-up job deposited")
+    finally:
+        container.shutdown_resources()
+        mine.close()
+
+
+def _balance(url):
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            return connection.exec_driver_sql("SELECT COALESCE(SUM(balance), 0) FROM wallets").scalar_one()
+    finally:
+        engine.dispose()
+
+
+def test_init_starts_everything_and_shutdown_drains_before_closing(app_db, tmp_path):
+    config = application_yml(tmp_path, app_db.url, eventlog=app_db.eventlog)
+    container = configured(Container(), config, ["integrations_sample"])
+    container.migrate_on_start.override(True)
+    Base.metadata.create_all(sa.create_engine(app_db.url, poolclass=sa.NullPool))
+    container.init_resources()
+    try:
+        registry = container.job_registry()
+        assert isinstance(registry, JobRegistry)
+        assert set(registry.job_names) == {"wallet-top-up", "ekbatan-event-fanout", "ekbatan-event-handling"}
+        assert isinstance(container.scheduler_client(), SchedulerClient)
+        wallet = uuid.uuid4()
+        container.action_executor().execute(Deposit(), DepositParams(wallet_id=wallet, amount=Decimal(7)))
+        ledger = container.ledger()
+        wait_until(lambda: (str(wallet), Decimal(7)) in ledger.deposits, timeout=20, message="handled")
+    finally:
+        container.shutdown_resources()
+    engine = sa.create_engine(app_db.url, poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            picked = connection.exec_driver_sql(
+                "SELECT COUNT(*) FROM scheduled_tasks WHERE picked = TRUE"
+            ).scalar()
+    finally:
+        engine.dispose()
+    assert picked == 0
+
+
+class Standalone(containers.DeclarativeContainer):
+    """An application container that does not extend Ekbatan's."""
+
+    ledger = providers.Singleton(DepositLedger)
+
+
+def test_a_separate_application_container_supplies_constructor_parameters(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", handling=False)
+    app = Standalone()
+    container = configured(EkbatanContainer(), config, ["integrations_sample.handlers"])
+    container.application.override(app)
+    (handler,) = container.event_handlers()
+    assert handler.ledger is app.ledger()
+    container.shutdown_resources()

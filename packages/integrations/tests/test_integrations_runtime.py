@@ -1,0 +1,95 @@
+"""build_runtime(): the whole product from application.yml and packages, started and stopped."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+from dependency_injector import containers, providers
+from integrations_sample.domain import Base, Deposit, DepositParams
+from integrations_sample.handlers import DepositLedger
+from integrations_support import application_yml
+
+from ekbatan.core import JobsPoolNotConfiguredError
+from ekbatan.integrations.construction import ConstructionError
+from ekbatan.integrations.runtime import build_runtime
+from ekbatan.local_event_handler import EventFanoutJob, EventHandlingJob
+from testsupport import wait_until
+
+
+class AppContainer(containers.DeclarativeContainer):
+    ledger = providers.Singleton(DepositLedger)
+
+
+def test_no_job_and_no_handler_means_no_job_registry(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", jobs_pool=False)
+    runtime = build_runtime(config, ["integrations_sample.domain"])
+    with runtime:
+        assert runtime.job_registry is None and runtime.jobs == ()
+        assert runtime.action_executor.namespace == "wallet"
+        assert not runtime.event_handler_registry
+
+
+def test_a_job_without_a_jobs_pool_fails_naming_the_key(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", jobs_pool=False)
+    with pytest.raises(JobsPoolNotConfiguredError) as raised:
+        build_runtime(config, ["integrations_sample.jobs"])
+    assert "ekbatan.sharding.groups[0].members[0].configs.jobs-config is not set" in str(raised.value)
+
+
+def test_handlers_add_the_fanout_and_handling_only_when_enabled(tmp_path):
+    url = f"sqlite:///{tmp_path / 'app.sqlite'}"
+    fanout_only = build_runtime(
+        application_yml(tmp_path, url, handling=False),
+        ["integrations_sample.handlers"],
+        container=AppContainer(),
+    )
+    fanout_only.stop()  # built, never started: stop() only closes the pools
+    assert [type(j) for j in fanout_only.jobs] == [EventFanoutJob]
+    both = build_runtime(
+        application_yml(tmp_path, url, handling=True),
+        ["integrations_sample.handlers"],
+        container=AppContainer(),
+    )
+    both.stop()
+    assert [type(j) for j in both.jobs] == [EventFanoutJob, EventHandlingJob]
+
+
+def test_a_handler_whose_dependency_nobody_provides_fails_at_build(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    with pytest.raises(ConstructionError, match="parameter 'ledger' .*on offer: action_executor, clock"):
+        build_runtime(config, ["integrations_sample"])
+
+
+def test_the_whole_product_runs_from_one_file(app_db, tmp_path):
+    config = application_yml(tmp_path, app_db.url, eventlog=app_db.eventlog)
+    container = AppContainer()
+    runtime = build_runtime(config, ["integrations_sample"], container=container, migrate_on_start=True)
+    Base.metadata.create_all(runtime.database_registry.primary().engine)
+    ledger = container.ledger()
+    with runtime:
+        assert runtime.started
+        wallet = uuid.uuid4()
+        assert (
+            runtime.action_executor.execute(Deposit(), DepositParams(wallet_id=wallet, amount=Decimal(5)))
+            == 5
+        )
+        wait_until(
+            lambda: (str(wallet), Decimal(5)) in ledger.deposits, timeout=20, message="the deposit handled"
+        )
+        # the recurring top-up job ran, and its deposits reached the handler too
+        wait_until(lambda: any(w != str(wallet) for w, _ in ledger.deposits), timeout=20, message="a top-up")
+    assert not runtime.started
+    engine = sa.create_engine(app_db.url, poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            rows = connection.exec_driver_sql("SELECT task_name, picked FROM scheduled_tasks").all()
+    finally:
+        engine.dispose()
+    assert sorted(rows) == [
+        ("ekbatan-event-fanout", False),
+        ("ekbatan-event-handling", False),
+        ("wallet-top-up", False),
+    ]
