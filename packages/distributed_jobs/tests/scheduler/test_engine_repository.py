@@ -17,7 +17,7 @@ from ekbatan.distributed_jobs.scheduler import (
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
-from testsupport import wait_until
+from testsupport import session_id, wait_until
 
 NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -483,19 +483,23 @@ def test_per_execution_writes_chosen_as_deadlock_victims_are_retried(engine, wri
     """A strict-mode completion and a fetch-mode claim are single autocommitted statements; when
     the server aborts one to break a deadlock, it is tried again, not reported as failed.
 
-    The deadlock is real: a trigger makes the write also lock a counter row, which another
-    transaction holds while it waits for the execution's row. That transaction waits 10 s
-    before looking for deadlocks, so the engine's write (1 s) is the victim."""
+    The deadlock is real: a trigger makes the write lock counter rows 1 and 2 after the
+    execution's. A gate transaction holds row 1 until a rival transaction, which holds row 2, waits
+    for the execution's row; then the engine's write goes on to wait for row 2 and closes the
+    cycle. PostgreSQL looks for a deadlock once per wait, deadlock_timeout after the wait starts,
+    so the engine's wait (1 s) finds the cycle long before the rival's (10 s) would: the engine's
+    write is the victim however slowly the test itself runs."""
     import threading
 
     task = Tasks.one_time("t").execute(noop)
     r = repo(engine, task)
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE counter (id INT PRIMARY KEY, n INT)")
-        conn.exec_driver_sql("INSERT INTO counter VALUES (1, 0)")
+        conn.exec_driver_sql("INSERT INTO counter VALUES (1, 0), (2, 0)")
         conn.exec_driver_sql(
             "CREATE FUNCTION count_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            "UPDATE counter SET n = n + 1 WHERE id = 1; RETURN COALESCE(NEW, OLD); END $$"
+            "UPDATE counter SET n = n + 1 WHERE id = 1; UPDATE counter SET n = n + 1 WHERE id = 2; "
+            "RETURN COALESCE(NEW, OLD); END $$"
         )
         conn.exec_driver_sql(
             "CREATE TRIGGER count_write BEFORE UPDATE OR DELETE ON scheduled_tasks "
@@ -510,6 +514,7 @@ def test_per_execution_writes_chosen_as_deadlock_victims_are_retried(engine, wri
     else:
         target = candidate
     outcome: list[object] = []
+    rival_error: list[Exception] = []
 
     def engine_write() -> None:
         try:
@@ -517,28 +522,53 @@ def test_per_execution_writes_chosen_as_deadlock_victims_are_retried(engine, wri
         except Exception as exc:
             outcome.append(exc)
 
-    with engine.connect() as other:
-        other.exec_driver_sql("BEGIN")
-        other.exec_driver_sql("SET LOCAL deadlock_timeout = '10s'")
-        other.exec_driver_sql("UPDATE counter SET n = n + 1 WHERE id = 1")
+    # Lock waits are read from pg_locks, which is live; pg_stat_activity would keep showing the
+    # first poll's snapshot for the rest of the watcher's transaction.
+    holds_up = sa.text(
+        "SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND :s = ANY(pg_blocking_pids(pid))"
+    )
+    is_held_up = sa.text("SELECT cardinality(pg_blocking_pids(:s)) > 0")
+
+    with engine.connect() as rival, engine.connect() as gate, engine.connect() as watcher:
+        rival_session = session_id(rival)
+        rival.exec_driver_sql("SET LOCAL deadlock_timeout = '10s'")
+        rival.exec_driver_sql("UPDATE counter SET n = n + 1 WHERE id = 2")
+        gate_session = session_id(gate)
+        gate.exec_driver_sql("UPDATE counter SET n = n + 1 WHERE id = 1")
+
+        def rival_waits_for_the_execution() -> None:
+            try:
+                rival.exec_driver_sql(
+                    "UPDATE scheduled_tasks SET last_heartbeat = now() WHERE task_instance = '1'"
+                )
+                rival.commit()
+            except Exception as exc:
+                rival_error.append(exc)
+                rival.rollback()
+
         worker = threading.Thread(target=engine_write)
-        worker.start()
-        with engine.connect() as watcher:
+        contender = threading.Thread(target=rival_waits_for_the_execution)
+        try:
+            worker.start()
             wait_until(
-                lambda: (
-                    watcher.exec_driver_sql(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND query LIKE '%%scheduled_tasks%%' AND datname = current_database()"
-                    ).scalar_one()
-                    == 1
-                ),
+                lambda: watcher.execute(holds_up, {"s": gate_session}).scalar_one(),
                 timeout=10,
-                message="the engine's write waits for the counter row",
+                message="the engine's write holds the execution's row and waits at the gate",
             )
-        # Now wait for the execution's row, which the engine's write holds: a deadlock.
-        other.exec_driver_sql("UPDATE scheduled_tasks SET last_heartbeat = now() WHERE task_instance = '1'")
-        other.exec_driver_sql("COMMIT")
-        worker.join(30)
+            contender.start()
+            wait_until(
+                lambda: watcher.execute(is_held_up, {"s": rival_session}).scalar_one(),
+                timeout=10,
+                message="the rival waits for the execution's row",
+            )
+        finally:
+            gate.rollback()
+            if contender.ident is None:
+                rival.rollback()
+            else:
+                contender.join(30)
+            worker.join(30)
+    assert rival_error == [], "the rival, not the engine's write, was chosen as the victim"
     assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
     stored = r.get_execution("t", "1")
     if write == "remove":
