@@ -1,4 +1,4 @@
-"""Every ```python block in docs/*.md runs, on its own, in a fresh namespace and directory."""
+"""Every ```python block in docs/**/*.md runs, on its own, in a fresh namespace and directory."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 def _blocks() -> list:
     params = []
-    for page in sorted(DOCS.glob("*.md")):
+    for page in sorted(DOCS.rglob("*.md")):
+        name = page.relative_to(DOCS).as_posix()
+        stem = name.removesuffix(".md").replace("/", "-")
         for number, match in enumerate(BLOCK.finditer(page.read_text("utf-8")), start=1):
             line = page.read_text("utf-8")[: match.start()].count("\n") + 2
-            params.append(pytest.param(page.name, match.group(1), id=f"{page.stem}-{number}-line{line}"))
+            params.append(pytest.param(name, match.group(1), id=f"{stem}-{number}-line{line}"))
     return params
 
 
@@ -35,7 +37,7 @@ def test_docs_example_runs(page, code, tmp_path, monkeypatch):
 
 
 def test_every_docs_page_has_runnable_examples_or_says_why():
-    pages = sorted(DOCS.glob("*.md"))
+    pages = sorted(DOCS.rglob("*.md"))
     assert pages, "docs/ has no pages"
     for page in pages:
         text = page.read_text("utf-8")

@@ -39,7 +39,7 @@ def test_every_core_name_the_docs_mention_is_importable_from_ekbatan_core():
     import ekbatan.core
 
     docs = Path(__file__).resolve().parent.parent / "docs"
-    mentioned = {word for page in docs.glob("*.md") for word in re.findall(r"\w+", page.read_text("utf-8"))}
+    mentioned = {word for page in docs.rglob("*.md") for word in re.findall(r"\w+", page.read_text("utf-8"))}
     subpackages = ["config", "persistence", "sharding", "migrations", "outbox"]
     # DEFAULT_HEARTBEAT_INTERVAL in the docs is ekbatan.distributed_jobs's (Ekbatan's 10 s)
     documented = {
