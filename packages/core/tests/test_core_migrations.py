@@ -102,7 +102,9 @@ def test_migrate_two_shards_creates_everything_once(dialect, two_shards):
     reports = migrate(settings_for(two_shards), contributions=contributions)
 
     assert [r.name for r in reports] == ["global/member-0", "mexico/member-0"]
-    assert all(r.applied == [("demo", "2"), ("demo", "10"), ("eventlog", "1")] for r in reports)
+    assert all(
+        r.applied == [("demo", "2"), ("demo", "10"), ("eventlog", "1"), ("eventlog", "2")] for r in reports
+    )
     for db, eventlog in two_shards:
         engine = db.engine()
         names = table_names(engine, dialect, eventlog)
@@ -111,12 +113,13 @@ def test_migrate_two_shards_creates_everything_once(dialect, two_shards):
         else:
             assert {f"{eventlog}.events", f"{eventlog}.event_notifications"} <= names
         assert {"demo_items", "demo_more", HISTORY_TABLE} <= names
-        assert history(engine) == [("demo", "10"), ("demo", "2"), ("eventlog", "1")]
+        assert history(engine) == [("demo", "10"), ("demo", "2"), ("eventlog", "1"), ("eventlog", "2")]
 
     again = migrate(settings_for(two_shards), contributions=contributions)
-    assert all(r.applied == [] and len(r.already_applied) == 3 for r in again)
+    assert all(r.applied == [] and len(r.already_applied) == 4 for r in again)
     assert all(
-        history(db.engine()) == [("demo", "10"), ("demo", "2"), ("eventlog", "1")] for db, _ in two_shards
+        history(db.engine()) == [("demo", "10"), ("demo", "2"), ("eventlog", "1"), ("eventlog", "2")]
+        for db, _ in two_shards
     )
 
 
@@ -228,7 +231,7 @@ def test_migrating_through_a_registry_uses_its_primaries(dialect, two_shards):
 
 def test_contributors_are_discovered_through_entry_points():
     found = load_contributions([EntryPoint("eventlog", CORE, "ekbatan.migrations")])
-    assert [(m.component, m.version) for m in found] == [("eventlog", "1")]
+    assert [(m.component, m.version) for m in found] == [("eventlog", "1"), ("eventlog", "2")]
 
 
 def test_a_contributor_that_fails_to_load_is_named_before_any_database_is_touched():

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from ekbatan.core.migrations.contributions import Migration
-from ekbatan.core.migrations.eventlog_ddl import DEFAULT_EVENTLOG_SCHEMA, eventlog_statements
+from ekbatan.core.migrations.eventlog_ddl import (
+    DEFAULT_EVENTLOG_SCHEMA,
+    eventlog_open_notifications_index,
+    eventlog_statements,
+)
 
 
 def _eventlog_v1(dialect: str, *, eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list[str]:
     return eventlog_statements(dialect, eventlog_schema)
+
+
+def _eventlog_v2(dialect: str, *, eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list[str]:
+    return eventlog_open_notifications_index(dialect, eventlog_schema)
 
 
 def migrations() -> list[Migration]:
@@ -18,5 +26,11 @@ def migrations() -> list[Migration]:
             "1",
             "eventlog schema with events and event_notifications and their indexes",
             _eventlog_v1,
-        )
+        ),
+        Migration(
+            "eventlog",
+            "2",
+            "index of open notifications by state and due time (MariaDB, MySQL)",
+            _eventlog_v2,
+        ),
     ]

@@ -39,6 +39,32 @@ def eventlog_statements(dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_S
     return _sqlite(schema)
 
 
+def eventlog_open_notifications_index(
+    dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEMA
+) -> list[str]:
+    """An index on ``(state, next_retry_at)`` where indexes cannot be partial (MariaDB, MySQL).
+
+    Handled notifications stay in the table, and their ``next_retry_at`` lies in the past, so
+    an index on ``next_retry_at`` alone makes the due-rows query step over every notification
+    ever handled before it finds an open one. Leading with ``state`` confines it to the open
+    rows. PostgreSQL and SQLite have had a partial index from the start.
+    """
+    validate_sql_identifier(schema, "eventlog schema")
+    dialect = Dialect(dialect)
+    if dialect is Dialect.MARIADB:
+        return [
+            f"CREATE INDEX IF NOT EXISTS event_notifications_open ON {schema}.event_notifications "
+            "(state, next_retry_at)"
+        ]
+    if dialect is Dialect.MYSQL:
+        # MySQL has no CREATE INDEX IF NOT EXISTS; one ALTER is atomic there, so the version is
+        # either applied whole or not at all
+        return [
+            f"ALTER TABLE {schema}.event_notifications ADD INDEX event_notifications_open (state, next_retry_at)"
+        ]
+    return []
+
+
 def _postgresql(s: str) -> list[str]:
     return [
         f"CREATE SCHEMA IF NOT EXISTS {s}",
