@@ -108,6 +108,31 @@ def test_dead_execution_is_revived_unpicked_and_due_again(engine, clock):
     assert _row(scheduler, "one-time", "1") is None
 
 
+def test_losing_the_race_to_revive_a_dead_execution_is_not_an_error(engine, clock, caplog):
+    """Every instance sees the same dead row; the ones that lose the version check say so at
+    INFO and count no unexpected error."""
+    task = Tasks.one_time("one-time").execute(lambda instance, ctx: None)
+
+    class RevivedElsewhereFirst(EventRecorder):
+        def on_execution_dead(self, execution):
+            super().on_execution_dead(execution)
+            with engine.begin() as conn:  # another instance's revival lands first
+                conn.exec_driver_sql("UPDATE scheduled_tasks SET version = version + 1")
+
+    recorder = RevivedElsewhereFirst()
+    scheduler = _manual(engine, clock, task, recorder=recorder)
+    now = clock.now()
+    scheduler.schedule(task.instance("1"), now - timedelta(days=1))
+    _claim(scheduler, "one-time", "1", now - timedelta(hours=1))
+
+    scheduler.run_dead_execution_detection()
+
+    assert recorder.count(SchedulerEventType.DEAD_EXECUTION) == 1
+    assert recorder.count(SchedulerEventType.UNEXPECTED_ERROR) == 0
+    assert not [r for r in caplog.records if r.levelname == "ERROR" or r.exc_info]
+    assert any("handled by another instance first" in r.getMessage() for r in caplog.records)
+
+
 def test_dead_threshold_is_heartbeat_times_missed_limit_inclusive(engine, clock):
     task = Tasks.one_time("one-time").execute(lambda instance, ctx: None)
     recorder = EventRecorder()

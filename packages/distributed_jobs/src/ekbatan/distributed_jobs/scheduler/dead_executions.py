@@ -13,6 +13,7 @@ import logging
 from datetime import timedelta
 
 from ekbatan.distributed_jobs.scheduler.clock import Clock
+from ekbatan.distributed_jobs.scheduler.errors import ExecutionError
 from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
 from ekbatan.distributed_jobs.scheduler.listener import Listeners, SchedulerEventType
 from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
@@ -54,6 +55,10 @@ class DeadExecutionDetector:
                 complete = ExecutionComplete.failure(execution, now, now, None)
                 ops = ExecutionOperations(self.repository, execution, self.serializer, self._on_scheduled)  # type: ignore[arg-type]
                 task.dead_execution_handler.dead_execution(complete, ops)
+            except ExecutionError as lost:
+                # Every instance detects the same dead row; one revives it, the others lose the
+                # version check. That is the protocol working, not an error.
+                log.info("dead execution %s was handled by another instance first (%s)", execution, lost)
             except Exception:
                 log.exception("handling dead execution %s failed; will retry on the next run", execution)
                 self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
