@@ -98,13 +98,14 @@ class Shard:
     def succeeded_pairs(self) -> set[tuple[str, str]]:
         return {pair for pair, state in self.notifications().items() if state == "SUCCEEDED"}
 
-    def event_ids(self, *, delivered: bool | None = None) -> set[str]:
+    def event_ids(self, *, delivered: bool | None = None) -> dict[str, str]:
+        """event id -> event_type (sentinel rows, without a type, left out)."""
         table = self._tables().events
-        query = sa.select(table.c.id).where(table.c.event_type.is_not(None))
+        query = sa.select(table.c.id, table.c.event_type).where(table.c.event_type.is_not(None))
         if delivered is not None:
             query = query.where(table.c.delivered == delivered)
         with self.engine.connect() as connection:
-            return {str(i) for (i,) in connection.execute(query)}
+            return {str(i): t for i, t in connection.execute(query)}
 
     def handled(self) -> list[dict]:
         with self.engine.connect() as connection:
@@ -336,12 +337,17 @@ def assert_nothing_lost(shard: Shard) -> tuple[list[dict], Counter]:
     rows and how often each pair was handled."""
     events = shard.event_ids()
     assert len(events) == EVENTS, f"{len(events)} events recorded, expected {EVENTS}"
-    assert shard.event_ids(delivered=False) == set(), "events left undelivered"
-    expected = {(event, handler) for event in events for handler in HANDLER_NAMES}
-    # every event type has its 3 handlers; the set above also has the 3 of the other type
+    assert shard.event_ids(delivered=False) == {}, "events left undelivered"
+    # each event's pairs: the 3 handlers of its own type
+    expected = {
+        (event, f"{event_type}-h{i}")
+        for event, event_type in events.items()
+        for i in range(HANDLERS_PER_TYPE)
+    }
+    assert len(expected) == PAIRS and {h for _, h in expected} == set(HANDLER_NAMES)
     notifications = shard.notifications()
     assert len(notifications) == PAIRS, f"{len(notifications)} notifications, expected {PAIRS}"
-    assert set(notifications) <= expected
+    assert set(notifications) == expected, "notifications are not exactly one per (event, subscribed handler)"
     states = Counter(notifications.values())
     assert states == Counter({"SUCCEEDED": PAIRS}), f"non-terminal or failed notifications: {states}"
     handled = shard.handled()
