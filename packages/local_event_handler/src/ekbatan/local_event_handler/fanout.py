@@ -98,7 +98,7 @@ class EventFanoutJob(PipelineJob):
             return 0
         dialect = manager.dialect
         t = sql.tables(dialect, manager.eventlog_schema)
-        with manager.secondary.connect() as connection:
+        with sql.pipeline_connection(manager.secondary) as connection:
             events = connection.execute(sql.undelivered_events(t, event_types, self._batch_size)).all()
         if not events:
             return 0
@@ -121,7 +121,7 @@ class EventFanoutJob(PipelineJob):
                         "updated_date": now,
                     }
                 )
-        with manager.primary.begin() as connection:
+        with sql.pipeline_connection(manager.primary) as connection, connection.begin():
             if notifications:
                 connection.execute(sql.insert_notifications(t, dialect), notifications)
                 if dialect is Dialect.POSTGRESQL:

@@ -178,7 +178,7 @@ class EventHandlingJob(PipelineJob):
     def _handle_shard(self, manager: TransactionManager) -> int:
         t = sql.tables(manager.dialect, manager.eventlog_schema)
         now = utc_now(self._clock)
-        with manager.primary.connect() as connection:
+        with sql.pipeline_connection(manager.primary) as connection:
             rows = connection.execute(sql.due_notifications(t, now, self._batch_size)).all()
         if not rows:
             return 0
@@ -256,7 +256,7 @@ class EventHandlingJob(PipelineJob):
             (buckets.expired_failing, expired, True),
         ]
         # Each bucket commits on its own: a failure writing one loses no other bucket's outcome.
-        with manager.primary.connect() as connection:
+        with sql.pipeline_connection(manager.primary) as connection:
             for grouped, state, count_attempt in writes:
                 for attempts, rows in grouped.items():
                     connection.execute(
