@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -34,7 +34,7 @@ from ekbatan.core.outbox import Clock, EventCodec, UtcClock, default_codec
 from ekbatan.core.persistence import ConnectionProvider
 from ekbatan.core.sharding import jobs_connection_provider
 from ekbatan.distributed_jobs import DistributedJob, JobRegistry
-from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.distributed_jobs.scheduler import SchedulerBuilder, SchedulerClient
 from ekbatan.integrations.construction import Offer, construct, offers_of_container
 from ekbatan.integrations.discovery import Discovered, scan
 from ekbatan.local_event_handler import EventHandler, EventHandlerRegistry, event_pipeline_jobs
@@ -145,17 +145,22 @@ def ekbatan_offers(
 
 
 def job_registry_for(
-    jobs: list[DistributedJob], jobs_pool: ConnectionProvider, settings: EkbatanSettings
+    jobs: list[DistributedJob],
+    jobs_pool: ConnectionProvider,
+    settings: EkbatanSettings,
+    customize_scheduler: Callable[[SchedulerBuilder], Any] | None = None,
 ) -> JobRegistry:
     """The job registry of ``jobs`` on ``jobs_pool``; the framework's lifecycle starts and stops it."""
-    return (
+    builder = (
         JobRegistry.builder()
         .connection_provider(jobs_pool)
         .with_jobs(jobs)
         .apply_settings(settings.jobs)
         .register_shutdown_hook(False)
-        .build()
     )
+    if customize_scheduler is not None:
+        builder.customize_scheduler(customize_scheduler)
+    return builder.build()
 
 
 def pipeline_jobs_for(
@@ -189,8 +194,12 @@ def build_runtime(
     migrate_on_start: bool = False,
     extra_jobs: Iterable[DistributedJob] = (),
     extra_handlers: Iterable[EventHandler[Any]] = (),
+    customize_scheduler: Callable[[SchedulerBuilder], Any] | None = None,
 ) -> EkbatanRuntime:
     """Build everything; connect to nothing. Raises with the bad key, class or parameter named.
+
+    ``customize_scheduler`` adjusts the engine's builder last, as ``JobRegistry``'s escape hatch
+    does (e.g. ``lambda b: b.tasks(my_one_time_task).threads(8)``).
 
     ``container`` is the application's own dependency-injector container: discovered classes
     get their constructor parameters from it (by name, then by type) before Ekbatan's own
@@ -217,7 +226,7 @@ def build_runtime(
         job_registry = None
         if jobs:
             jobs_pool = jobs_connection_provider(settings, strict=True)
-            job_registry = job_registry_for(jobs, jobs_pool, settings)
+            job_registry = job_registry_for(jobs, jobs_pool, settings, customize_scheduler)
     except BaseException:
         if jobs_pool is not None:
             jobs_pool.close()

@@ -1,0 +1,42 @@
+"""One demo worker: ``python -m ekbatan.integrations.demo.worker CONFIG NODE``.
+
+It builds the shop from the demo's ``application.yml`` with :func:`build_runtime`, as any
+application would, adds the one-time task through the scheduler's escape hatch, and runs until
+SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+
+
+def main(config: str, node: str) -> int:
+    from ekbatan.integrations.demo import shop
+    from ekbatan.integrations.runtime import build_runtime
+
+    os.environ[shop.NODE_VARIABLE] = node
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {node} %(levelname)s %(name)s: %(message)s")
+
+    # a plain list, not an Event: a handler that takes a lock the main thread may hold can deadlock
+    received: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, _frame: received.append(number))
+    runtime = build_runtime(
+        config,
+        ["ekbatan.integrations.demo.shop"],
+        customize_scheduler=lambda b: b.tasks(shop.send_invoice).threads(8).scheduler_name(node),
+    )
+    shop.bind_one_time_tasks(runtime.database_registry.primary().engine)
+    with runtime:
+        print(f"{node}: running (pid {os.getpid()})", flush=True)
+        while not received:
+            time.sleep(0.1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
