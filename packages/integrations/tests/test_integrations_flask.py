@@ -7,6 +7,7 @@ import uuid
 from decimal import Decimal
 
 import click
+import integrations_sample.domain
 import pytest
 import sqlalchemy as sa
 from dependency_injector import containers, providers
@@ -172,7 +173,8 @@ def test_a_bad_config_names_the_key(tmp_path):
 
 def test_no_job_and_no_handler_means_no_job_registry(tmp_path):
     config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", jobs_pool=False)
-    app, ekbatan = wallet_app(config, ["integrations_sample.domain"], EKBATAN_MIGRATE_ON_START="true")
+    # packages may be modules too
+    app, ekbatan = wallet_app(config, [integrations_sample.domain], EKBATAN_MIGRATE_ON_START="true")
     try:
         with app.app_context():
             Base.metadata.create_all(ekbatan.database_registry.primary().engine)

@@ -42,6 +42,7 @@ import threading
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 try:
@@ -72,7 +73,7 @@ class _AppState:
     """One application's configuration, and the graph built for it in process ``pid``."""
 
     settings: EkbatanSettings
-    packages: tuple[str, ...]
+    packages: tuple[str | ModuleType, ...]
     container: Any
     migrate_on_start: bool
     autostart: bool
@@ -95,7 +96,7 @@ class Ekbatan:
         app: Flask | None = None,
         *,
         config: str | os.PathLike[str] | EkbatanSettings | None = None,
-        packages: Iterable[str] | str | None = None,
+        packages: Iterable[str | ModuleType] | str | ModuleType | None = None,
         container: Any = None,
         migrate_on_start: bool = False,
     ) -> None:
@@ -302,11 +303,17 @@ def gunicorn_worker_exit(server: Any, worker: Any) -> None:
 
 
 # ---------------------------------------------------------------------- helpers
-def _package_list(value: Iterable[str] | str | None) -> tuple[str, ...]:
+def _package_list(
+    value: Iterable[str | ModuleType] | str | ModuleType | None,
+) -> tuple[str | ModuleType, ...]:
     if value is None:
         return ()
+    if isinstance(value, ModuleType):
+        return (value,)
     items = value.split(",") if isinstance(value, str) else value
-    return tuple(item.strip() for item in items if item and item.strip())
+    return tuple(
+        item if isinstance(item, ModuleType) else item.strip() for item in items if item and str(item).strip()
+    )
 
 
 def _flag(value: Any) -> bool:
