@@ -5,7 +5,8 @@ loads only the framework it uses:
 * ``ekbatan.integrations.discovery`` — ``scan(packages)``;
 * ``ekbatan.integrations.runtime`` — ``build_runtime(config, packages)``, the graph every
   integration builds, usable on its own in a plain script;
-* ``ekbatan.integrations.di`` — ``EkbatanContainer`` (extra ``[di]``).
+* ``ekbatan.integrations.di`` — ``EkbatanContainer`` (extra ``[di]``);
+* ``ekbatan.integrations.flask`` — the ``Ekbatan`` Flask extension (extra ``[flask]``).
 """
 
 from ekbatan.integrations.construction import ConstructionError

@@ -1,0 +1,377 @@
+"""Ekbatan as a Flask extension: ``Ekbatan(app)`` or ``ekbatan.init_app(app)``.
+
+::
+
+    ekbatan = Ekbatan()
+
+    def create_app():
+        app = Flask(__name__)
+        app.config["EKBATAN_CONFIG"] = "application.yml"
+        app.config["EKBATAN_PACKAGES"] = ["wallet"]
+        ekbatan.init_app(app)
+
+        @app.post("/deposits")
+        def deposit():
+            return {"balance": str(ekbatan.action_executor.execute(Deposit(), ...))}
+
+        return app
+
+``init_app`` reads and checks the settings and imports the packages, and nothing more: it opens
+no pool and starts no thread, because it may run in a process that forks afterwards (gunicorn's
+master with ``--preload``) or in one that never serves (the debug reloader's parent, a CLI
+command). The graph (:func:`~ekbatan.integrations.runtime.build_runtime`) is built in the process
+that uses it, on first use; the job registry starts in the process that serves:
+
+* at the process's first request (any WSGI server, the test client);
+* at boot in each gunicorn worker, with :func:`gunicorn_post_worker_init` in ``gunicorn.conf.py``;
+* at ``init_app`` in the Werkzeug reloader's child (``WERKZEUG_RUN_MAIN=true``), never in its parent;
+* never for a CLI command, unless ``EKBATAN_START_FOR_CLI`` is true (``flask ekbatan ...`` never);
+* whenever the application calls :meth:`Ekbatan.start`.
+
+It stops at interpreter exit (``atexit``), in :func:`gunicorn_worker_exit`, or on
+:meth:`Ekbatan.stop`. A process forked from one that had built the graph builds its own and never
+touches the parent's pools. ``flask ekbatan migrate`` and ``flask ekbatan tasks`` are the CLI.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+try:
+    import click
+    from flask import Flask, appcontext_pushed, current_app, has_app_context
+    from flask.cli import AppGroup
+except ImportError as error:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "ekbatan.integrations.flask needs Flask: pip install 'ekbatan-integrations[flask]'"
+    ) from error
+
+from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, migrate
+from ekbatan.core.sharding import resolve_jobs_config
+from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.distributed_jobs.scheduler.listing import ScheduledExecutionsFilter
+from ekbatan.integrations.discovery import scan
+from ekbatan.integrations.runtime import DEFAULT_CONFIG, EkbatanRuntime, build_runtime, load
+
+__all__ = ["Ekbatan", "ekbatan_cli", "gunicorn_post_worker_init", "gunicorn_worker_exit"]
+
+log = logging.getLogger("ekbatan.integrations.flask")
+
+EXTENSION_KEY = "ekbatan"
+
+
+@dataclass
+class _AppState:
+    """One application's configuration, and the graph built for it in process ``pid``."""
+
+    settings: EkbatanSettings
+    packages: tuple[str | ModuleType, ...]
+    container: Any
+    migrate_on_start: bool
+    autostart: bool
+    pid: int = field(default_factory=os.getpid)
+    runtime: EkbatanRuntime | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+class Ekbatan:
+    """The Flask extension. One instance may serve several applications (app factories).
+
+    ``config`` (a path or loaded settings), ``packages`` and ``migrate_on_start`` given here win
+    over the application's ``EKBATAN_CONFIG``, ``EKBATAN_PACKAGES`` (a list or a comma-separated
+    string) and ``EKBATAN_MIGRATE_ON_START``. ``container`` is the application's own
+    dependency-injector container, offered to discovered classes' constructors.
+    """
+
+    def __init__(
+        self,
+        app: Flask | None = None,
+        *,
+        config: str | os.PathLike[str] | EkbatanSettings | None = None,
+        packages: Iterable[str | ModuleType] | str | ModuleType | None = None,
+        container: Any = None,
+        migrate_on_start: bool = False,
+    ) -> None:
+        self.config = config
+        self.packages = packages
+        self.container = container
+        self.migrate_on_start = migrate_on_start
+        self._states: weakref.WeakKeyDictionary[Flask, _AppState] = weakref.WeakKeyDictionary()
+        _extensions.add(self)
+        if app is not None:
+            self.init_app(app)
+
+    # ------------------------------------------------------------------ wiring
+    def init_app(self, app: Flask) -> None:
+        """Read and check the settings, import the packages, add the CLI; open and start nothing.
+
+        Raises what the settings loader raises (naming the bad key), what discovery raises
+        (naming the module or class) and, when a job or handler exists but no ``jobs-config``
+        is set, the error naming that key and its path.
+        """
+        if EXTENSION_KEY in app.extensions:
+            raise RuntimeError(
+                f"Ekbatan is already initialized on the application {app.name!r}; "
+                "create one Ekbatan and call init_app once per application"
+            )
+        settings = load(
+            self.config if self.config is not None else app.config.get("EKBATAN_CONFIG", DEFAULT_CONFIG)
+        )
+        packages = _package_list(
+            self.packages if self.packages is not None else app.config.get("EKBATAN_PACKAGES")
+        )
+        discovered = scan(packages)
+        if discovered.jobs or discovered.handlers:
+            resolve_jobs_config(settings.sharding, strict=True)
+        state = _AppState(
+            settings=settings,
+            packages=packages,
+            container=self.container,
+            migrate_on_start=self.migrate_on_start or _flag(app.config.get("EKBATAN_MIGRATE_ON_START")),
+            autostart=_flag(app.config.get("EKBATAN_AUTOSTART", True)),
+        )
+        self._states[app] = state
+        app.extensions[EXTENSION_KEY] = self
+        app.cli.add_command(ekbatan_cli)
+        if not state.autostart:
+            return
+        app.before_request(self._start_on_first_request)
+        if _flag(app.config.get("EKBATAN_START_FOR_CLI")):
+            appcontext_pushed.connect(self._start_for_cli_command, app)
+        if os.environ.get("WERKZEUG_RUN_MAIN") == "true":
+            # The reloader's child: it serves and forks no further; its parent never gets here
+            # with the variable set, and it receives no request, so it never starts.
+            self.start(app)
+
+    # ------------------------------------------------------------------ per application
+    def _state(self, app: Flask | None) -> tuple[Flask, _AppState]:
+        if app is None:
+            app = self._current_app()
+        state = self._states.get(app)
+        if state is None:
+            raise RuntimeError(f"Ekbatan.init_app was not called for the application {app.name!r}")
+        return app, state
+
+    def _current_app(self) -> Flask:
+        if has_app_context():
+            return current_app._get_current_object()  # type: ignore[attr-defined]
+        apps = list(self._states.keys())
+        if len(apps) == 1:
+            return apps[0]
+        raise RuntimeError(
+            "no application context: pass the application, or use Ekbatan inside a request or "
+            "'with app.app_context():'"
+            + (" (this Ekbatan serves several applications)" if apps else " (init_app was never called)")
+        )
+
+    def runtime_for(self, app: Flask | None = None) -> EkbatanRuntime:
+        """This process's graph for ``app`` (default: the current application), built on first use."""
+        app, state = self._state(app)
+        with state.lock:
+            if state.runtime is None:
+                state.runtime = build_runtime(
+                    state.settings,
+                    state.packages,
+                    container=state.container,
+                    migrate_on_start=state.migrate_on_start,
+                )
+            return state.runtime
+
+    @property
+    def runtime(self) -> EkbatanRuntime:
+        return self.runtime_for()
+
+    @property
+    def action_executor(self) -> ActionExecutor:
+        """The current application's action executor."""
+        return self.runtime_for().action_executor
+
+    @property
+    def scheduler_client(self) -> SchedulerClient:
+        """Schedules, reschedules, cancels and lists executions in ``scheduled_tasks``."""
+        return self.runtime_for().scheduler_client
+
+    @property
+    def database_registry(self) -> DatabaseRegistry:
+        return self.runtime_for().database_registry
+
+    @property
+    def settings(self) -> EkbatanSettings:
+        return self._state(None)[1].settings
+
+    def start(self, app: Flask | None = None) -> EkbatanRuntime:
+        """Build this process's graph if needed and start it (migrations when asked, then the
+        job registry). Idempotent; call it from the process that serves, after any fork."""
+        app, state = self._state(app)
+        with state.lock:
+            runtime = self.runtime_for(app)
+            if not runtime.started:
+                runtime.start()
+                log.info(
+                    "ekbatan started for %r in process %d (%s)",
+                    app.name,
+                    os.getpid(),
+                    "no job registry" if runtime.job_registry is None else f"{len(runtime.jobs)} job(s)",
+                )
+            return runtime
+
+    def stop(self, app: Flask | None = None) -> None:
+        """Stop the job registry (jobs drain), then close the pools. The next use builds anew."""
+        app, state = self._state(app)
+        with state.lock:
+            runtime, state.runtime = state.runtime, None
+        if runtime is not None:
+            runtime.stop()
+            log.info("ekbatan stopped for %r in process %d", app.name, os.getpid())
+
+    def started(self, app: Flask | None = None) -> bool:
+        """Whether the job registry of ``app`` runs in this process."""
+        runtime = self._state(app)[1].runtime
+        return runtime is not None and runtime.started
+
+    # ------------------------------------------------------------------ when to start
+    def _start_on_first_request(self) -> None:
+        state = self._states.get(current_app._get_current_object())  # type: ignore[attr-defined]
+        if state is not None and (state.runtime is None or not state.runtime.started):
+            self.start()
+
+    def _start_for_cli_command(self, app: Flask, **_: Any) -> None:
+        command = _cli_command_path()
+        # ``run`` serves (its requests and the reloader rule start it); ``ekbatan`` commands
+        # must work on a database the job registry cannot start on yet (migrate).
+        if len(command) > 1 and command[1] not in ("run", ekbatan_cli.name):
+            self.start(app)
+
+    # ------------------------------------------------------------------ process lifecycle
+    def _stop_all_here(self) -> None:
+        for app, state in list(self._states.items()):
+            if state.runtime is not None and state.pid == os.getpid():
+                try:
+                    self.stop(app)
+                except Exception:
+                    log.exception("stopping ekbatan for %r failed", app.name)
+
+    def _forget_after_fork(self) -> None:
+        for state in self._states.values():
+            if state.runtime is not None:
+                # The parent's pools hold its connections; closing them from here would close
+                # the parent's sockets, and dropping them would let the collector do so. Keep them.
+                _left_to_parent.append(state.runtime)
+            state.runtime = None
+            state.pid = os.getpid()
+            state.lock = threading.RLock()
+
+
+_extensions: weakref.WeakSet[Ekbatan] = weakref.WeakSet()
+_left_to_parent: list[EkbatanRuntime] = []
+
+
+def _stop_everything_started_here() -> None:
+    for extension in list(_extensions):
+        extension._stop_all_here()
+
+
+def _after_fork_in_child() -> None:
+    for extension in list(_extensions):
+        extension._forget_after_fork()
+
+
+atexit.register(_stop_everything_started_here)
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def gunicorn_post_worker_init(worker: Any) -> None:
+    """gunicorn hook (``post_worker_init = ...`` in ``gunicorn.conf.py``): start every
+    application's job registry as the worker boots — after the fork, the application loaded."""
+    for extension in list(_extensions):
+        for app in list(extension._states.keys()):
+            if extension._states[app].autostart:
+                extension.start(app)
+
+
+def gunicorn_worker_exit(server: Any, worker: Any) -> None:
+    """gunicorn hook (``worker_exit = ...``): stop this worker's job registries before it exits."""
+    _stop_everything_started_here()
+
+
+# ---------------------------------------------------------------------- helpers
+def _package_list(
+    value: Iterable[str | ModuleType] | str | ModuleType | None,
+) -> tuple[str | ModuleType, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, ModuleType):
+        return (value,)
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(
+        item if isinstance(item, ModuleType) else item.strip() for item in items if item and str(item).strip()
+    )
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _cli_command_path() -> list[str]:
+    """``["flask", "ekbatan", "migrate"]`` inside a CLI command; empty outside one."""
+    ctx = click.get_current_context(silent=True)
+    names: list[str] = []
+    while ctx is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return names[::-1]
+
+
+# ---------------------------------------------------------------------- CLI
+ekbatan_cli = AppGroup("ekbatan", help="Ekbatan: framework tables and scheduled tasks.")
+
+
+@ekbatan_cli.command("migrate")
+def migrate_command() -> None:
+    """Create or update the framework tables (eventlog, scheduled_tasks) on every shard."""
+    extension: Ekbatan = current_app.extensions[EXTENSION_KEY]
+    for report in migrate(extension.settings):
+        applied = ", ".join(f"{component} {version}" for component, version in report.applied)
+        click.echo(
+            f"shard {report.name} ({report.dialect}): "
+            + (f"applied {applied}" if applied else "up to date")
+            + f" ({len(report.already_applied)} already applied)"
+        )
+
+
+@ekbatan_cli.command("tasks")
+def tasks_command() -> None:
+    """List the rows of scheduled_tasks: task, instance, due time, picked by, failures."""
+    extension: Ekbatan = current_app.extensions[EXTENSION_KEY]
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    built_here = extension._states[app].runtime is None
+    try:
+        rows = extension.scheduler_client.get_scheduled_executions(ScheduledExecutionsFilter.all())
+    finally:
+        if built_here:
+            extension.stop(app)
+    table = [("TASK", "INSTANCE", "DUE", "PICKED BY", "FAILURES")]
+    table += [
+        (
+            row.task_name,
+            row.instance_id,
+            row.execution_time.isoformat(timespec="seconds"),
+            (row.picked_by or "?") if row.is_picked else "-",
+            str(row.consecutive_failures),
+        )
+        for row in sorted(rows, key=lambda r: (r.execution_time, r.task_name, r.instance_id))
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+    click.echo(f"{len(rows)} row(s)")
