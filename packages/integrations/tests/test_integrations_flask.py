@@ -71,7 +71,7 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
         migrated = app.test_cli_runner().invoke(args=["ekbatan", "migrate"])
         assert migrated.exit_code == 0, migrated.output
         assert migrated.output.startswith("shard global/member-0 (")
-        assert "applied eventlog 1, scheduled_tasks 0001" in migrated.output, migrated.output
+        assert "applied eventlog 1, eventlog 2, scheduled_tasks 0001" in migrated.output, migrated.output
         again = app.test_cli_runner().invoke(args=["ekbatan", "migrate"])
         assert "shard global/member-0" in again.output and "up to date" in again.output, again.output
         assert not ekbatan.started(app), "CLI commands do not start the job registry"

@@ -93,3 +93,25 @@ def test_the_whole_product_runs_from_one_file(app_db, tmp_path):
         ("ekbatan-event-handling", False),
         ("wallet-top-up", False),
     ]
+
+
+def test_each_process_has_its_own_scheduler_name(tmp_path):
+    import os
+    import socket
+
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    runtime = build_runtime(config, ["integrations_sample.jobs"])
+    try:
+        name = runtime.job_registry.scheduler.name
+        assert (
+            name.startswith(socket.gethostname()[:20])
+            and name.endswith(f"-{os.getpid()}")
+            and len(name) <= 50
+        )
+        named = build_runtime(
+            config, ["integrations_sample.jobs"], customize_scheduler=lambda b: b.scheduler_name("mine")
+        )
+        assert named.job_registry.scheduler.name == "mine"
+        named.stop()
+    finally:
+        runtime.stop()
