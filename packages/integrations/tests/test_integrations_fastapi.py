@@ -370,3 +370,10 @@ def test_the_health_endpoint_reports_readiness(tmp_path):
         assert client.get("/no-db").status_code == 200  # within the default 10 s
         scheduler.resume()
         wait_until(lambda: client.get("/fresh").status_code == 200, 10, message="ready again")
+
+
+def test_every_public_name_resolves_once():
+    import ekbatan.integrations.fastapi as module
+
+    assert len(module.__all__) == len(set(module.__all__))
+    assert [name for name in module.__all__ if not hasattr(module, name)] == []
