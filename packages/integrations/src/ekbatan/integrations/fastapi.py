@@ -236,7 +236,11 @@ def health_report(
     running = scheduler.is_started and not scheduler.is_shutting_down
     last_poll = scheduler.last_successful_poll
     age = None if last_poll is None else max(0.0, (scheduler.clock.now() - last_poll).total_seconds())
-    limit = max_poll_age or max(3 * scheduler.polling_interval, timedelta(seconds=10))
+    limit = (
+        max_poll_age
+        if max_poll_age is not None
+        else max(3 * scheduler.polling_interval, timedelta(seconds=10))
+    )
     report: dict[str, Any] = {
         "running": running,
         "paused": scheduler.is_paused,
