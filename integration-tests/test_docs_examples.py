@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import sys
 import tempfile
+import types
 from pathlib import Path
 
 import pytest
@@ -31,8 +33,14 @@ def test_docs_example_runs(page, code, tmp_path, monkeypatch):
     monkeypatch.chdir(workdir)
     # An example that creates a temporary directory must remove it: readers copy them.
     monkeypatch.setattr(tempfile, "tempdir", str(system_temp))
-    namespace = {"__name__": f"docs_{Path(page).stem}"}
-    exec(compile(code, f"docs/{page}", "exec", dont_inherit=True), namespace)
+    # A real module, importable while it runs, as a script's is: an example may pass itself to
+    # scan() (packages=[__name__]) like an application's module does.
+    module = types.ModuleType(f"docs_{Path(page).stem}")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(code, f"docs/{page}", "exec", dont_inherit=True), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
     assert not list(system_temp.iterdir()), f"docs/{page} left temporary files behind"
 
 

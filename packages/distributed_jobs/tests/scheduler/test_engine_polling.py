@@ -607,6 +607,20 @@ def test_pause_stops_polling_and_resume_restarts_it(make, dialect):
     no_failures(recorder)
 
 
+def test_last_successful_poll_is_when_the_poller_last_polled(make, dialect):
+    recorder = EventRecorder()
+    scheduler = make(Tasks.one_time("polled").execute(noop), recorder=recorder)
+    assert scheduler.last_successful_poll is None  # not started: never polled
+    with scheduler:
+        wait_until(lambda: scheduler.last_successful_poll is not None, 5, message="the first poll")
+        first = scheduler.last_successful_poll
+        assert first <= scheduler.clock.now()
+        polls = recorder.count(SchedulerEventType.RAN_EXECUTE_DUE)
+        scheduler.trigger_check_for_due_executions()
+        wait_until(lambda: polled(recorder, polls + 1), 5, message="a second poll")
+        wait_until(lambda: scheduler.last_successful_poll > first, 5, message="the time of the second poll")
+
+
 # --------------------------------------------------------------------------- SQLite connection set-up
 @pytest.mark.dialects("sqlite")
 def test_sqlite_poll_works_while_another_connection_holds_the_write_lock(engine, database, dialect):

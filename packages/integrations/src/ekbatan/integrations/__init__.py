@@ -6,6 +6,8 @@ loads only the framework it uses:
 * ``ekbatan.integrations.runtime`` — ``build_runtime(config, packages)``, the graph every
   integration builds, usable on its own in a plain script;
 * ``ekbatan.integrations.di`` — ``EkbatanContainer`` (extra ``[di]``);
+* ``ekbatan.integrations.fastapi`` — ``ekbatan_lifespan(config, packages)``, dependencies,
+  ``run_action``, ``health_router()`` (extra ``[fastapi]``);
 * ``ekbatan.integrations.flask`` — the ``Ekbatan`` Flask extension (extra ``[flask]``).
 """
 

@@ -238,6 +238,8 @@ class PollLoop:
         self._rechecks: list[float] = []
         self._announced_lock = threading.Lock()
         self._announced: datetime | None = None  # the earliest due time known to be coming
+        #: the clock's time when the last poll completed without an error (None before the first)
+        self.last_successful_poll: datetime | None = None
 
     def announce(self, due: datetime) -> float:
         """Something becomes due at ``due``; the seconds from now until the poller should wake
@@ -272,6 +274,7 @@ class PollLoop:
                 try:
                     horizon = self._claim_horizon(self.clock.now())
                     result = self.strategy.run(horizon)
+                    self.last_successful_poll = self.clock.now()
                     if not result.possibly_more:
                         wait = self._until_next_due(wait, horizon)
                 except Exception:

@@ -357,6 +357,12 @@ class Scheduler(SchedulerClient):
         return self._paused
 
     @property
+    def last_successful_poll(self) -> datetime | None:
+        """When the poller last completed a poll without an error, by the scheduler's clock
+        (None before the first one): a health check's measure of a working poller."""
+        return None if self._poller is None else self._poller.last_successful_poll
+
+    @property
     def scheduler_state(self) -> Scheduler:
         return self
 

@@ -1,0 +1,23 @@
+"""``python -m fastapi_wallet.migrate``: the framework's tables (eventlog, scheduled_tasks) and
+the wallet's own, before the application is started."""
+
+from __future__ import annotations
+
+from ekbatan.core import DatabaseRegistry, load_settings, migrate
+from fastapi_wallet.app import CONFIG
+from fastapi_wallet.domain import Base
+
+
+def main() -> None:
+    settings = load_settings(CONFIG)
+    for report in migrate(settings):
+        print(report)
+    registry = DatabaseRegistry.from_config(settings)
+    try:
+        Base.metadata.create_all(registry.primary().engine)
+    finally:
+        registry.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""The FastAPI wallet deployed as a user would: migrations first, then ``uvicorn --workers 2``
+against a fresh PostgreSQL database; HTTP deposits, the handler, the recurring job, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from testsupport import create_isolated_database, wait_until
+
+EXAMPLES = Path(__file__).resolve().parent / "examples"
+DEPOSITS = 20
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
+    database = create_isolated_database("postgres", scope="database", prefix="fastapi")
+    env = {
+        **os.environ,
+        "WALLET_DATABASE_URL": database.url,
+        "PYTHONPATH": os.pathsep.join([str(EXAMPLES), os.environ.get("PYTHONPATH", "")]),
+    }
+    log_path = tmp_path / "uvicorn.log"
+    server: subprocess.Popen[bytes] | None = None
+    engine = sa.create_engine(database.url, poolclass=sa.NullPool)
+    try:
+        migrated = subprocess.run(
+            [sys.executable, "-m", "fastapi_wallet.migrate"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+        port = free_port()
+        command = [sys.executable, "-m", "uvicorn", "fastapi_wallet.app:app", "--workers", "2"]
+        command += ["--host", "127.0.0.1", "--port", str(port), "--timeout-graceful-shutdown", "10"]
+        with log_path.open("wb") as log:
+            server = subprocess.Popen(
+                command,
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+        def output() -> str:
+            return log_path.read_text("utf-8", errors="replace")
+
+        def both_workers_started() -> bool:
+            assert server.poll() is None, f"uvicorn exited with {server.returncode}:\n{output()}"
+            return output().count("Application startup complete.") == 2
+
+        wait_until(both_workers_started, timeout=30, interval=0.1, message="both workers to start")
+
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=10) as client:
+            assert client.get("/health/ekbatan").status_code == 200
+            wallets = [uuid.uuid4() for _ in range(DEPOSITS)]
+            serving_pids = set()
+            for wallet in wallets:
+                reply = client.post(f"/wallets/{wallet}/deposits", json={"amount": "2.50"})
+                assert reply.status_code == 200, reply.text
+                assert reply.json()["balance"] in ("2.50", "2.5")
+                serving_pids.add(reply.json()["pid"])
+
+        def handled() -> set[str]:
+            with engine.connect() as connection:
+                return {r[0] for r in connection.exec_driver_sql("SELECT wallet_id FROM handled_deposits")}
+
+        wait_until(
+            lambda: handled() >= {str(w) for w in wallets},
+            timeout=20,
+            interval=0.1,
+            message="every deposit handled",
+        )
+
+        def slots() -> int:
+            with engine.connect() as connection:
+                return connection.exec_driver_sql("SELECT COUNT(DISTINCT slot) FROM top_up_runs").scalar_one()
+
+        wait_until(lambda: slots() >= 4, timeout=20, interval=0.1, message="a few slots of the recurring job")
+
+        stopping = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        try:
+            code = server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"uvicorn did not exit within 30 s of SIGTERM:\n{output()}")
+        assert code == 0, f"uvicorn exited with {code}:\n{output()}"
+        assert time.monotonic() - stopping < 30
+        assert output().count("Application shutdown complete.") == 2, output()
+
+        with engine.connect() as connection:
+            events = {r[0] for r in connection.exec_driver_sql("SELECT id FROM eventlog.events")}
+            handled_events = [
+                r[0] for r in connection.exec_driver_sql("SELECT event_id FROM handled_deposits")
+            ]
+            runs = connection.exec_driver_sql("SELECT slot, pid FROM top_up_runs").all()
+            picked = connection.exec_driver_sql(
+                "SELECT task_name, task_instance FROM scheduled_tasks WHERE picked"
+            ).all()
+        # every event reached the handler (events are written only by the deposits)
+        assert len(events) == DEPOSITS and set(handled_events) == events
+        # each slot of the recurring job ran once across both workers
+        repeated = {slot: n for slot, n in Counter(slot for slot, _ in runs).items() if n > 1}
+        assert not repeated, f"slots run more than once: {repeated}"
+        # the workers ran the jobs, never uvicorn's parent process
+        assert server.pid not in {pid for _, pid in runs} and server.pid not in serving_pids
+        assert picked == [], f"rows left picked after SIGTERM: {picked}"
+    finally:
+        if server is not None and server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(10)
+        engine.dispose()
+        database.drop()

@@ -1,0 +1,317 @@
+"""Ekbatan in a FastAPI application: a lifespan, dependencies, non-blocking calls and a
+readiness endpoint.
+
+::
+
+    app = FastAPI(lifespan=ekbatan_lifespan("application.yml", ["wallet"]))
+
+
+    @app.post("/deposits")
+    async def deposit(body: DepositParams, executor: ActionExecutorDep) -> dict:
+        balance = await run_action(executor, Deposit, body)  # in a worker thread
+        return {"balance": str(balance)}
+
+
+    app.include_router(health_router())  # GET /health/ekbatan: 200 ready, 503 not
+
+The lifespan builds the runtime (:func:`~ekbatan.integrations.runtime.build_runtime`) when the
+application starts — in each worker process of ``uvicorn --workers N``, after it was spawned
+or forked, never at import time — starts it, exposes it as ``app.state.ekbatan`` (and in the
+lifespan state, so mounted sub-applications see it too), and stops it when the application
+stops: the jobs drain first, then the pools close. A start-up that fails stops whatever had
+started before the error is raised. No signal handler is installed: uvicorn owns SIGTERM and
+SIGINT and ends the lifespan, which stops Ekbatan.
+
+The executor and the scheduler client are synchronous (SQLAlchemy engines): from an
+``async def`` endpoint, call them through :func:`run_action` and :func:`schedule_task`, or
+``starlette.concurrency.run_in_threadpool`` for anything else, so the event loop keeps serving
+other requests while the database works. A plain ``def`` endpoint may call them directly:
+FastAPI already runs it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime, timedelta
+from types import ModuleType
+from typing import Annotated, Any, TypeVar
+
+try:
+    import anyio
+    from fastapi import APIRouter, Depends
+    from fastapi.responses import JSONResponse
+    from starlette.requests import HTTPConnection
+except ImportError as error:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "ekbatan.integrations.fastapi needs FastAPI: pip install 'ekbatan-integrations[fastapi]'"
+    ) from error
+
+from ekbatan.core import ActionExecutor, EkbatanSettings
+from ekbatan.core.outbox import Action, Clock, EventCodec
+from ekbatan.distributed_jobs import DistributedJob
+from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance
+from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
+from ekbatan.local_event_handler import EventHandler
+
+__all__ = [
+    "STATE_KEY",
+    "ActionExecutorDep",
+    "EkbatanRuntimeDep",
+    "SchedulerClientDep",
+    "action_executor",
+    "ekbatan_lifespan",
+    "ekbatan_runtime",
+    "health_report",
+    "health_router",
+    "run_action",
+    "schedule_task",
+    "scheduler_client",
+]
+
+#: the name of the runtime on ``app.state`` and in the lifespan state
+STATE_KEY = "ekbatan"
+
+P = TypeVar("P")
+R = TypeVar("R")
+Lifespan = Callable[[Any], AbstractAsyncContextManager[Mapping[str, Any] | None]]
+
+
+def ekbatan_lifespan(
+    config: str | os.PathLike[str] | EkbatanSettings | None = "application.yml",
+    packages: Iterable[str | ModuleType] | str | ModuleType = (),
+    container: Any = None,
+    *,
+    migrate_on_start: bool = False,
+    lifespan: Lifespan | None = None,
+    clock: Clock | None = None,
+    codec: EventCodec | None = None,
+    extra_jobs: Iterable[DistributedJob] = (),
+    extra_handlers: Iterable[EventHandler[Any]] = (),
+) -> Callable[[Any], AbstractAsyncContextManager[dict[str, Any]]]:
+    """A FastAPI lifespan that builds, starts and stops Ekbatan; ``FastAPI(lifespan=...)``.
+
+    Calling this builds nothing: it only remembers the arguments (so it is safe at import
+    time, in a module that uvicorn's parent process imports too). ``lifespan`` is the
+    application's own lifespan, run inside Ekbatan's: it starts after Ekbatan has started (the
+    runtime is on ``app.state.ekbatan`` already) and stops before Ekbatan stops; the state it
+    yields is merged into the lifespan state. The returned lifespan can also be entered from
+    the application's own: ``async with ekbatan(app) as state: yield {**state, ...}``.
+    """
+    jobs, handlers = tuple(extra_jobs), tuple(extra_handlers)
+
+    def build() -> EkbatanRuntime:
+        runtime = build_runtime(
+            config,
+            packages,
+            container=container,
+            clock=clock,
+            codec=codec,
+            migrate_on_start=migrate_on_start,
+            extra_jobs=jobs,
+            extra_handlers=handlers,
+        )
+        try:
+            runtime.start()
+        except BaseException:
+            runtime.stop()  # a registry that failed its checks keeps polling until stopped
+            raise
+        return runtime
+
+    @asynccontextmanager
+    async def ekbatan(app: Any) -> AsyncIterator[dict[str, Any]]:
+        # Building reads files and imports modules, starting runs migrations and writes the
+        # jobs' rows: done in a worker thread, so that nothing else on the loop waits for it.
+        runtime = await anyio.to_thread.run_sync(build)
+        app.state.ekbatan = runtime
+        try:
+            if lifespan is None:
+                yield {STATE_KEY: runtime}
+            else:
+                async with lifespan(app) as state:
+                    yield {**(state or {}), STATE_KEY: runtime}
+        finally:
+            # Shielded: a cancelled shutdown must still drain the jobs and close the pools.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(runtime.stop)
+
+    return ekbatan
+
+
+# --------------------------------------------------------------------------- dependencies
+def _runtime_of(connection: HTTPConnection) -> EkbatanRuntime:
+    # the lifespan state first: it reaches mounted sub-applications, whose app.state does not
+    state = connection.scope.get("state") or {}
+    runtime = state.get(STATE_KEY) if isinstance(state, Mapping) else None
+    if runtime is None:
+        runtime = getattr(connection.app.state, STATE_KEY, None)
+    if not isinstance(runtime, EkbatanRuntime):
+        raise RuntimeError(
+            "Ekbatan is not running in this application: create it with "
+            "FastAPI(lifespan=ekbatan_lifespan(...)) and serve it with a server that runs the lifespan"
+        )
+    return runtime
+
+
+async def ekbatan_runtime(connection: HTTPConnection) -> EkbatanRuntime:
+    """Dependency: the application's :class:`EkbatanRuntime`."""
+    return _runtime_of(connection)
+
+
+async def action_executor(connection: HTTPConnection) -> ActionExecutor:
+    """Dependency: the :class:`ActionExecutor` (synchronous: call it through :func:`run_action`)."""
+    return _runtime_of(connection).action_executor
+
+
+async def scheduler_client(connection: HTTPConnection) -> SchedulerClient:
+    """Dependency: the :class:`SchedulerClient` on the jobs pool (call it through :func:`schedule_task`)."""
+    return _runtime_of(connection).scheduler_client
+
+
+EkbatanRuntimeDep = Annotated[EkbatanRuntime, Depends(ekbatan_runtime)]
+ActionExecutorDep = Annotated[ActionExecutor, Depends(action_executor)]
+SchedulerClientDep = Annotated[SchedulerClient, Depends(scheduler_client)]
+
+
+# --------------------------------------------------------------------------- non-blocking calls
+async def run_action(
+    executor: ActionExecutor | HTTPConnection,
+    action: Action[P, R] | type[Action[P, R]],
+    params: P,
+    *,
+    principal: Any = None,
+    allow_cross_shard: bool = False,
+) -> R:
+    """``executor.execute(action, params)`` in a worker thread: the event loop stays free.
+
+    ``executor`` is the executor (e.g. from :data:`ActionExecutorDep`) or the request.
+    """
+    if isinstance(executor, HTTPConnection):
+        executor = _runtime_of(executor).action_executor
+    call = functools.partial(
+        executor.execute, action, params, principal=principal, allow_cross_shard=allow_cross_shard
+    )
+    return await anyio.to_thread.run_sync(call)
+
+
+async def schedule_task(
+    client: SchedulerClient | HTTPConnection,
+    instance: TaskInstance[Any] | Any,
+    execution_time: datetime | Any = None,
+    **options: Any,
+) -> bool:
+    """``client.schedule(instance, execution_time, **options)`` in a worker thread.
+
+    ``client`` is the scheduler client (e.g. from :data:`SchedulerClientDep`) or the request.
+    """
+    if isinstance(client, HTTPConnection):
+        client = _runtime_of(client).scheduler_client
+    call = functools.partial(client.schedule, instance, execution_time, **options)
+    return await anyio.to_thread.run_sync(call)
+
+
+# --------------------------------------------------------------------------- readiness
+def health_report(
+    runtime: EkbatanRuntime | None,
+    *,
+    max_poll_age: timedelta | None = None,
+    max_failing_tasks: int | None = None,
+    count_failing_tasks: bool = True,
+) -> tuple[bool, dict[str, Any]]:
+    """``(ready, report)`` of this process's Ekbatan; blocking (it may query ``scheduled_tasks``).
+
+    Ready means: the runtime is started and, when there are jobs, the scheduler is running and
+    its last successful poll is at most ``max_poll_age`` old (default: three polling intervals
+    and at least 10 s). Failing tasks (rows with consecutive failures, not picked) are counted
+    and make it not ready only when ``max_failing_tasks`` is given and exceeded. The report
+    holds no task data and no configuration.
+    """
+    if runtime is None or not runtime.started:
+        return False, {"status": "unavailable", "reason": "ekbatan is not started", "scheduler": None}
+    if runtime.job_registry is None:
+        return True, {"status": "ok", "scheduler": None}  # no job: nothing polls, nothing to check
+    scheduler = runtime.job_registry.scheduler
+    running = scheduler.is_started and not scheduler.is_shutting_down
+    last_poll = scheduler.last_successful_poll
+    age = None if last_poll is None else max(0.0, (scheduler.clock.now() - last_poll).total_seconds())
+    limit = (
+        max_poll_age
+        if max_poll_age is not None
+        else max(3 * scheduler.polling_interval, timedelta(seconds=10))
+    )
+    report: dict[str, Any] = {
+        "running": running,
+        "paused": scheduler.is_paused,
+        "last_successful_poll_age_seconds": None if age is None else round(age, 3),
+        "max_poll_age_seconds": limit.total_seconds(),
+        "executions_running": len(scheduler.get_currently_executing()),
+        "failing_tasks": None,
+    }
+    reasons = []
+    if not running:
+        reasons.append("the scheduler is not running")
+    if age is None:
+        reasons.append("the scheduler has not polled yet")
+    elif age > limit.total_seconds():
+        reasons.append("the scheduler's last successful poll is too old")
+    if count_failing_tasks:
+        try:
+            summary = runtime.scheduler_client.get_scheduled_executions_summary_by_task()
+        except Exception as error:
+            # the error's type only: its text may carry a URL or a statement
+            reasons.append(f"scheduled_tasks could not be read ({type(error).__name__})")
+        else:
+            report["failing_tasks"] = failing = sum(task.failing_count for task in summary)
+            if max_failing_tasks is not None and failing > max_failing_tasks:
+                reasons.append(f"{failing} failing task(s), more than {max_failing_tasks}")
+    ready = not reasons
+    result: dict[str, Any] = {"status": "ok" if ready else "unavailable"}
+    if reasons:
+        result["reason"] = "; ".join(reasons)
+    result["scheduler"] = report
+    return ready, result
+
+
+def health_router(
+    path: str = "/health/ekbatan",
+    *,
+    max_poll_age: timedelta | None = None,
+    max_failing_tasks: int | None = None,
+    count_failing_tasks: bool = True,
+    include_in_schema: bool = False,
+) -> APIRouter:
+    """A router with one readiness endpoint, ``GET path``: 200 when ready, else 503.
+
+    Include it with ``app.include_router(health_router())``; see :func:`health_report` for
+    what ready means and what the JSON body holds. Counting the failing tasks reads
+    ``scheduled_tasks`` (one grouped query per call); pass ``count_failing_tasks=False`` for a
+    probe that never touches the database.
+    """
+    router = APIRouter()
+
+    async def ekbatan_health(connection: HTTPConnection) -> JSONResponse:
+        try:
+            runtime: EkbatanRuntime | None = _runtime_of(connection)
+        except RuntimeError:
+            runtime = None
+        check = functools.partial(
+            health_report,
+            runtime,
+            max_poll_age=max_poll_age,
+            max_failing_tasks=max_failing_tasks,
+            count_failing_tasks=count_failing_tasks,
+        )
+        ready, report = await anyio.to_thread.run_sync(check)
+        return JSONResponse(report, status_code=200 if ready else 503)
+
+    router.add_api_route(
+        path,
+        ekbatan_health,
+        methods=["GET"],
+        include_in_schema=include_in_schema,
+        response_class=JSONResponse,
+        summary="Ekbatan readiness",
+    )
+    return router
