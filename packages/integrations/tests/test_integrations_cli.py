@@ -162,7 +162,7 @@ def test_reschedule_run_now_and_cancel(config, client):
     assert row.execution_time == datetime(2031, 6, 1, 8, tzinfo=UTC)
     before = datetime.now(UTC)
     out = ekbatan("tasks", "run-now", "--config", config, "report", "daily").stdout
-    assert out.startswith("report/daily: due now (") and "(was due 2030-01-01T10:00:00Z)" in out
+    assert out.startswith("report/daily: due now, at ") and "(was due 2030-01-01T10:00:00Z)" in out
     row = client.get_scheduled_execution(("report", "daily"))
     assert before - timedelta(seconds=2) <= row.execution_time <= datetime.now(UTC)
     assert row.consecutive_failures == 0  # bookkeeping reset, as the client's reschedule does

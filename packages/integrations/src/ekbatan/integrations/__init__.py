@@ -5,7 +5,9 @@ loads only the framework it uses:
 * ``ekbatan.integrations.discovery`` — ``scan(packages)``;
 * ``ekbatan.integrations.runtime`` — ``build_runtime(config, packages)``, the graph every
   integration builds, usable on its own in a plain script;
-* ``ekbatan.integrations.di`` — ``EkbatanContainer`` (extra ``[di]``).
+* ``ekbatan.integrations.di`` — ``EkbatanContainer`` (extra ``[di]``);
+* ``ekbatan.integrations.cli`` — the ``ekbatan`` command line (console script ``ekbatan``);
+* ``ekbatan.integrations.task_views`` — the operator's view of ``scheduled_tasks``.
 """
 
 from ekbatan.integrations.construction import ConstructionError

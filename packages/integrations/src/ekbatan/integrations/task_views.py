@@ -51,7 +51,7 @@ class TaskPickedError(RuntimeError):
     def __init__(self, view: TaskView) -> None:
         self.view = view
         by = f" by {view.picked_by}" if view.picked_by else ""
-        beat = f", last heartbeat {view.last_heartbeat.isoformat()}" if view.last_heartbeat else ""
+        beat = f", last heartbeat {_iso(view.last_heartbeat, 'seconds')}" if view.last_heartbeat else ""
         super().__init__(f"{view.task_name}/{view.instance_id} is picked{by}{beat}: it is running now")
 
 
@@ -145,8 +145,8 @@ class TaskView:
         return out
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat()
+def _iso(value: datetime | None, timespec: str = "auto") -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat(timespec=timespec)
 
 
 @dataclass(frozen=True)

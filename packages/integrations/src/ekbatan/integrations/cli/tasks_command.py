@@ -173,7 +173,7 @@ def run_now_command(invocation: Invocation, task: str, instance: str, force: boo
     client = scheduler_client(invocation)
     before = run_task_now(client, task, instance, force=force)
     after = get_task(client, task, instance).execution_time
-    _changed(invocation, "run-now", before, after, f"due now ({format_time(after)})")
+    _changed(invocation, "run-now", before, after, f"due now, at {format_time(after)}")
 
 
 @ekbatan_command(tasks, "reschedule")
