@@ -1,0 +1,197 @@
+"""``ekbatan tasks list|show|run-now|reschedule|cancel``: the operator's view of ``scheduled_tasks``.
+
+It reads and changes the table on the jobs pool (the default shard's ``jobs-config``, its
+``primary-config`` when there is none, or the ``--url`` database) through the engine's
+``SchedulerClient``; the listing logic is in :mod:`ekbatan.integrations.task_views`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.integrations.cli.app import Invocation, ekbatan_command, main
+from ekbatan.integrations.cli.tables import format_time, render_table
+from ekbatan.integrations.task_views import (
+    TaskFilter,
+    TaskView,
+    cancel_task,
+    decode_json,
+    get_task,
+    list_tasks,
+    reschedule_task,
+    run_task_now,
+)
+
+__all__ = ["tasks"]
+
+SHOW_DATA_CHARS = 2000
+SHOW_HEX_BYTES = 64
+
+
+@main.group()
+def tasks() -> None:
+    """Scheduled executions: list, show, run now, reschedule, cancel.
+
+    run-now, reschedule and cancel refuse an execution that is picked (running now) unless
+    --force is given.
+    """
+
+
+def scheduler_client(invocation: Invocation) -> SchedulerClient:
+    """A client on the jobs pool, after checking that it connects and has ``scheduled_tasks``."""
+    target = invocation.target()
+    provider = invocation.open(target.jobs)
+    with target.jobs.connect(provider) as connection:
+        target.require_scheduled_tasks(connection)
+    return SchedulerClient(provider.engine, dialect=str(provider.dialect))
+
+
+@ekbatan_command(tasks, "list")
+@click.option("--task", "task_name", metavar="NAME", help="Only this task's executions.")
+@click.option("--failing", is_flag=True, help="Only executions whose last run failed.")
+@click.option("--picked", is_flag=True, help="Only executions picked (running) now.")
+@click.option("--due", is_flag=True, help="Only executions due now and not picked.")
+@click.option(
+    "--limit", default=100, show_default=True, type=click.IntRange(min=1), help="At most this many."
+)
+def list_command(
+    invocation: Invocation, task_name: str | None, failing: bool, picked: bool, due: bool, limit: int
+) -> None:
+    """List scheduled executions, the earliest due first."""
+    if picked and due:
+        raise click.UsageError("--picked and --due exclude each other: a due execution is one not picked yet")
+    client = scheduler_client(invocation)
+    views, more = list_tasks(client, TaskFilter(task_name, failing, picked, due), limit=limit)
+    data = {"executions": [v.as_dict() for v in views], "truncated": more}
+    invocation.emit(data, lambda: _listing(views, more, limit))
+
+
+def _listing(views: list[TaskView], more: bool, limit: int) -> str:
+    if not views:
+        return "no scheduled executions match"
+    table = render_table(
+        ("TASK", "INSTANCE", "DUE", "PICKED", "PICKED BY", "HEARTBEAT", "LAST SUCCESS", "LAST FAILURE",
+         "FAILURES", "DATA"),
+        [
+            (v.task_name, v.instance_id, v.execution_time, v.picked, v.picked_by, v.last_heartbeat,
+             v.last_success, v.last_failure, v.consecutive_failures, v.preview() or None)
+            for v in views
+        ],
+    )  # fmt: skip
+    tail = f"the first {limit} shown; more match (--limit)" if more else f"{len(views)} execution(s)"
+    return f"{table}\n{tail}"
+
+
+@ekbatan_command(tasks, "show")
+@click.argument("task")
+@click.argument("instance")
+def show_command(invocation: Invocation, task: str, instance: str) -> None:
+    """Everything about one execution, its data included."""
+    view = get_task(scheduler_client(invocation), task, instance)
+    invocation.emit(view.as_dict(full_data=True), lambda: _details(view))
+
+
+def _details(view: TaskView) -> str:
+    rows = [
+        ("task", view.task_name),
+        ("instance", view.instance_id),
+        ("due", view.execution_time),
+        ("picked", view.picked),
+        ("picked by", view.picked_by),
+        ("last heartbeat", view.last_heartbeat),
+        ("last success", view.last_success),
+        ("last failure", view.last_failure),
+        ("consecutive failures", view.consecutive_failures),
+        ("version", view.version),
+        ("priority", view.priority),
+        ("data", _full_data(view.raw_data)),
+    ]
+    return render_table(("FIELD", "VALUE"), rows)
+
+
+def _full_data(raw: bytes | None) -> str | None:
+    if raw is None:
+        return None
+    is_json, value = decode_json(raw)
+    if is_json:
+        text = json.dumps(value, ensure_ascii=False)
+        text = text if len(text) <= SHOW_DATA_CHARS else text[: SHOW_DATA_CHARS - 1] + "…"
+        return f"{text} (JSON, {len(raw)} bytes)"
+    more = "…" if len(raw) > SHOW_HEX_BYTES else ""
+    return f"hex:{raw[:SHOW_HEX_BYTES].hex()}{more} ({len(raw)} bytes, not JSON: not decoded)"
+
+
+def _parse_time(_ctx: click.Context, _param: click.Parameter, value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO-8601 time; write e.g. 2030-01-01T09:00:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        raise click.BadParameter(
+            f"{value!r} has no time zone; add one, e.g. {value}Z for UTC or {value}+02:00"
+        )
+    return parsed.astimezone(UTC)
+
+
+def _force_option(fn: Any) -> Any:
+    return click.option(
+        "--force",
+        is_flag=True,
+        help="Change it even when it is picked (running now); its result is then lost.",
+    )(fn)
+
+
+def _changed(
+    invocation: Invocation, action: str, before: TaskView, after: datetime | None, said: str
+) -> None:
+    data = {
+        "task": before.task_name,
+        "instance": before.instance_id,
+        "action": action,
+        "execution_time": None if after is None else after.isoformat(),
+        "forced": before.picked,
+        "previous": before.as_dict(),
+    }
+    forced = f" (forced: it was picked by {before.picked_by or 'a scheduler'})" if before.picked else ""
+    text = f"{before.task_name}/{before.instance_id}: {said} (was due {format_time(before.execution_time)}){forced}"
+    invocation.emit(data, text)
+
+
+@ekbatan_command(tasks, "run-now")
+@click.argument("task")
+@click.argument("instance")
+@_force_option
+def run_now_command(invocation: Invocation, task: str, instance: str, force: bool) -> None:
+    """Make an execution due now; a worker runs it at its next poll."""
+    client = scheduler_client(invocation)
+    before = run_task_now(client, task, instance, force=force)
+    after = get_task(client, task, instance).execution_time
+    _changed(invocation, "run-now", before, after, f"due now, at {format_time(after)}")
+
+
+@ekbatan_command(tasks, "reschedule")
+@click.argument("task")
+@click.argument("instance")
+@click.option("--at", "at", required=True, metavar="ISO-TIME", callback=_parse_time, help="The new due time.")
+@_force_option
+def reschedule_command(invocation: Invocation, task: str, instance: str, at: datetime, force: bool) -> None:
+    """Move an execution to another time (its failure count starts again from 0)."""
+    before = reschedule_task(scheduler_client(invocation), task, instance, at, force=force)
+    _changed(invocation, "reschedule", before, at, f"due {format_time(at)}")
+
+
+@ekbatan_command(tasks, "cancel")
+@click.argument("task")
+@click.argument("instance")
+@_force_option
+def cancel_command(invocation: Invocation, task: str, instance: str, force: bool) -> None:
+    """Delete an execution. A recurring job's row comes back when a worker starts."""
+    before = cancel_task(scheduler_client(invocation), task, instance, force=force)
+    _changed(invocation, "cancel", before, None, "cancelled")

@@ -1,0 +1,127 @@
+"""``ekbatan worker``: a standalone process running an application's jobs and event pipeline.
+
+It scans the packages and builds the graph with :func:`~ekbatan.integrations.build_runtime`,
+exactly as the framework integrations do, starts it, and runs until SIGTERM or SIGINT; then it
+stops the job registry (running executions drain for up to ``shutdown-max-wait``, picked rows
+are released) and closes the pools, and exits 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import click
+
+from ekbatan.integrations.cli.app import Invocation, ekbatan_command
+from ekbatan.integrations.cli.targets import CliError
+from ekbatan.integrations.runtime import build_runtime
+
+__all__ = ["worker_command"]
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def load_container(spec: str | None) -> Any:
+    """``module:name`` → the dependency-injector container there (a class is instantiated)."""
+    if not spec:
+        return None
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(f"{spec!r}: write MODULE:NAME, e.g. myapp.containers:AppContainer")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise CliError(f"--container {spec}: cannot load it: {error}") from None
+    return found() if isinstance(found, type) else found
+
+
+@ekbatan_command(name="worker", url=False)
+@click.option(
+    "--packages",
+    required=True,
+    metavar="A.B,C.D",
+    help="Comma-separated packages to scan for @distributed_job, @event_handler and @action "
+    "(the current directory is on the import path).",
+)
+@click.option(
+    "--container",
+    metavar="MODULE:NAME",
+    help="Your dependency-injector container, whose providers discovered classes' constructors get.",
+)
+@click.option("--migrate", is_flag=True, help="Run the framework migrations before starting.")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def worker_command(
+    invocation: Invocation, packages: str, container: str | None, migrate: bool, log_level: str
+) -> None:
+    """Run the application's jobs and event handlers until SIGTERM or SIGINT."""
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    names = [name.strip() for name in packages.split(",") if name.strip()]
+    if not names:
+        raise click.BadParameter("name at least one package", param_hint="--packages")
+    target = invocation.target()
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a user's packages are usually where the command runs
+    runtime = build_runtime(
+        target.settings, names, container=load_container(container), migrate_on_start=migrate
+    )
+    invocation.resources.callback(runtime.stop)
+    if runtime.job_registry is None:
+        raise CliError(
+            f"nothing to run: no @distributed_job or @event_handler found in {', '.join(names)}; "
+            f"check --packages"
+        )
+    received: list[signal.Signals] = []
+
+    def note(signum: int, _frame: object) -> None:
+        # Only record it: the handler may interrupt the main thread inside a lock.
+        received.append(signal.Signals(signum))
+
+    previous = {sig: signal.signal(sig, note) for sig in STOP_SIGNALS}
+    try:
+        runtime.start()
+        jobs = [job.name() for job in runtime.jobs]
+        handlers = [cls.__name__ for cls in runtime.discovered.handlers]
+        pool = target.jobs
+        _say(
+            invocation,
+            {
+                "event": "started",
+                "pid": os.getpid(),
+                "jobs": jobs,
+                "handlers": handlers,
+                "jobs_pool": pool.url,
+            },
+            f"ekbatan worker {os.getpid()}: {len(jobs)} job(s) ({', '.join(jobs)}), {len(handlers)} handler(s), "
+            f"jobs pool {pool.url}; stop it with SIGTERM or Ctrl-C",
+        )
+        while not received:
+            time.sleep(0.05)
+    finally:
+        # Restored first, so that a second signal during a long drain stops the process.
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    runtime.stop()
+    _say(
+        invocation,
+        {"event": "stopped", "signal": received[0].name},
+        f"ekbatan worker {os.getpid()}: {received[0].name} received; stopped cleanly",
+    )
+
+
+def _say(invocation: Invocation, data: dict[str, Any], text: str) -> None:
+    # One line per event, so that a supervisor or a script can follow the worker's output.
+    click.echo(json.dumps(data) if invocation.as_json else text)

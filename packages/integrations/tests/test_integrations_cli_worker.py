@@ -1,0 +1,117 @@
+"""``ekbatan worker`` as a real process: scans a package of jobs, runs them, stops on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+
+import sqlalchemy as sa
+from click.testing import CliRunner
+from integrations_support import application_yml
+
+from ekbatan.integrations.cli import main
+from testsupport import wait_until
+
+JOBS = '''
+import time
+from datetime import timedelta
+
+from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules, distributed_job
+
+
+@distributed_job
+class SlowJob(DistributedJob):
+    """Runs for a while each time, so that SIGTERM arrives while its row is picked."""
+
+    def name(self) -> str:
+        return "slow-job"
+
+    def schedule(self) -> Schedule:
+        return Schedules.fixed_delay(timedelta(milliseconds=100))
+
+    def execute(self, ctx: JobContext) -> None:
+        time.sleep(0.5)
+'''
+
+
+def read_line(process: subprocess.Popen, timeout: float) -> str:
+    """The process's next line of output, or a failure after ``timeout`` seconds."""
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    assert ready, f"no output within {timeout} s"
+    line = process.stdout.readline()
+    assert line, f"the process exited ({process.wait(timeout=10)}): {process.stderr.read()}"
+    return line
+
+
+def test_the_worker_runs_jobs_and_stops_cleanly_on_sigterm(app_db, tmp_path):
+    package = tmp_path / "myjobs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text(textwrap.dedent(JOBS))
+    config = application_yml(tmp_path, app_db.url, eventlog=app_db.eventlog)
+    assert CliRunner().invoke(main, ["migrate", "--config", str(config)]).exit_code == 0
+    engine = sa.create_engine(app_db.url)
+
+    def slow_job_row() -> tuple | None:
+        with engine.connect() as connection:
+            return connection.execute(
+                sa.text("SELECT picked, last_success FROM scheduled_tasks WHERE task_name = 'slow-job'")
+            ).first()
+
+    command = [sys.executable, "-m", "ekbatan.integrations.cli", "worker", "--config", str(config)]
+    worker = subprocess.Popen(
+        [*command, "--packages", "myjobs", "--json"],
+        cwd=tmp_path,  # the worker puts its working directory on the import path
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = json.loads(read_line(worker, timeout=60))
+        assert started["event"] == "started" and started["jobs"] == ["slow-job"]
+        wait_until(lambda: (row := slow_job_row()) and row[1] is not None, timeout=30, message="slow-job ran")
+        wait_until(lambda: (row := slow_job_row()) and row[0], timeout=30, message="slow-job picked again")
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=30)
+        assert worker.returncode == 0, err
+        assert json.loads(out.splitlines()[-1]) == {"event": "stopped", "signal": "SIGTERM"}
+        with engine.connect() as connection:
+            picked = connection.execute(
+                sa.text("SELECT count(*) FROM scheduled_tasks WHERE picked = :t"), {"t": True}
+            )
+            assert picked.scalar_one() == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate(timeout=10)
+        engine.dispose()
+
+
+def test_a_worker_with_nothing_to_run_says_so(tmp_path):
+    (tmp_path / "empty_pkg").mkdir()
+    (tmp_path / "empty_pkg" / "__init__.py").write_text("")
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ekbatan.integrations.cli",
+            "worker",
+            "--config",
+            str(config),
+            "--packages",
+            "empty_pkg",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: nothing to run: no @distributed_job or @event_handler found in empty_pkg; check --packages"
+    )
