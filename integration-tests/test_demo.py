@@ -25,7 +25,7 @@ def test_demo_runs_every_one_time_task_exactly_once(tmp_path):
 
 def _product_demo(tmp_path, *args):
     return subprocess.run(
-        [sys.executable, "-m", "ekbatan.integrations.demo", "--tasks", "60", "--orders", "20", *args],
+        [sys.executable, "-m", "ekbatan.integrations.cli", "demo", "--tasks", "60", "--orders", "20", *args],
         capture_output=True,
         text=True,
         timeout=180,

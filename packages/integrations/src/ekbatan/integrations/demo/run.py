@@ -168,7 +168,7 @@ class _Demo:
                 shop.PlaceOrder(), shop.PlaceOrderParams(customer=f"customer-{i}", total=Decimal(i))
             )
         self.progress.say(
-            f"placed {self.orders} orders: {self.orders} OrderPlaced events for {len(HANDLERS)} handlers"
+            f"placed {self.orders} orders: {self.orders} DemoOrderPlaced events for {len(HANDLERS)} handlers"
         )
         started = time.monotonic()
         total = self.tasks + self.orders * len(HANDLERS)

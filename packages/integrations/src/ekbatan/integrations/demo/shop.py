@@ -1,6 +1,6 @@
 """The demo's application: a small shop, written as an Ekbatan user would write one.
 
-An action places an order and records ``OrderPlaced``; two handlers react to it; two recurring
+An action places an order and records ``DemoOrderPlaced``; two handlers react to it; two recurring
 jobs (a fixed delay and a cron) and a one-time task do the background work. Everything that
 runs writes one row to ``demo_log`` — what, which item, which worker — so the demo can prove
 afterwards that everything ran, and where.
@@ -63,7 +63,7 @@ def log_run(engine: sa.Engine, kind: str, name: str, item: str) -> None:
         )
 
 
-class OrderPlaced(ModelEvent):
+class DemoOrderPlaced(ModelEvent):
     customer: str
     total: Decimal
 
@@ -77,11 +77,11 @@ class PlaceOrderParams(BaseModel):
 class PlaceOrder(Action[PlaceOrderParams, uuid.UUID]):
     def perform(self, principal: Any, params: PlaceOrderParams) -> uuid.UUID:
         order = Order(id=uuid.uuid4(), customer=params.customer, total=params.total)
-        self.plan.add(order, OrderPlaced(customer=params.customer, total=params.total))
+        self.plan.add(order, DemoOrderPlaced(customer=params.customer, total=params.total))
         return order.id
 
 
-class _LoggingHandler(EventHandler[OrderPlaced]):
+class _LoggingHandler(EventHandler[DemoOrderPlaced]):
     handler_name = ""
 
     def __init__(self, database_registry: DatabaseRegistry) -> None:
@@ -90,10 +90,10 @@ class _LoggingHandler(EventHandler[OrderPlaced]):
     def name(self) -> str:
         return self.handler_name
 
-    def event_type(self) -> type[OrderPlaced]:
-        return OrderPlaced
+    def event_type(self) -> type[DemoOrderPlaced]:
+        return DemoOrderPlaced
 
-    def handle(self, envelope: EventEnvelope[OrderPlaced]) -> None:
+    def handle(self, envelope: EventEnvelope[DemoOrderPlaced]) -> None:
         log_run(self._engine, "handler", self.handler_name, str(envelope.event_id))
 
 
