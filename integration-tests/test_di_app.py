@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from ekbatan.core import eventlog_tables, load_settings
-from ekbatan.core.outbox import EventCodec
+from ekbatan.core.outbox import EventCodec, EventTypeRegistry
 from ekbatan.integrations import build_runtime
 from testsupport import create_isolated_database, wait_until
 from testsupport.eventlog_shards import drop_eventlog
@@ -77,7 +77,9 @@ def test_two_processes_share_the_work_and_stop_cleanly(dialect, tmp_path, monkey
 
         # the test is a third process executing actions on the same database
         # a codec of its own: other tests in this process claim the name MoneyDeposited for their class
-        runtime = build_runtime(load_settings(CONFIG, environ=env), ["di_wallet.domain"], codec=EventCodec())
+        runtime = build_runtime(
+            load_settings(CONFIG, environ=env), ["di_wallet.domain"], codec=EventCodec(EventTypeRegistry())
+        )
         assert runtime.job_registry is None
         wallets = [uuid.uuid4() for _ in range(WALLETS)]
         for number in range(DEPOSITS):
