@@ -13,7 +13,8 @@ registry and ``shutdown_resources()`` stops it — the jobs drain first, then th
 
 Extend it (``class Container(EkbatanContainer): ...``) to add your own providers: discovered
 classes get their constructor parameters from the container's providers, by name then by type.
-Override any provider to replace a piece, e.g. ``jobs_pool`` with a pool of your own. No job and
+Redefine a provider in the subclass (``config_path = providers.Object("app.yml")``) or override it
+on an instance to replace a piece, e.g. ``jobs_pool`` with a pool of your own. No job and
 no handler means no job registry (the ``job_registry`` resource is then ``None``). Migrations
 run only when ``migrate_on_start`` is overridden with True.
 """
@@ -141,22 +142,53 @@ def _scheduler_client(job_registry: JobRegistry | None, settings: EkbatanSetting
 
 
 class _SharedSelf(containers.DeclarativeContainerMetaClass):
-    """Gives a subclass the ``__self__`` provider of its base.
+    """Gives a subclass the ``__self__`` provider of its base, and re-links what it redefines.
 
     Ekbatan's providers receive the container itself (to build discovered classes from its
     providers). dependency-injector gives every container class a new ``Self`` provider, and the
     providers a subclass inherits would keep pointing at the base's: they would see the base
     container, without the providers the application added. Sharing one ``Self`` through the
     hierarchy makes them see the container actually instantiated.
+
+    For the same reason, a provider redefined in a subclass (``config_path = providers.Object(
+    "app.yml")``, ``jobs_pool = providers.Resource(...)``) would be ignored by the inherited
+    providers that use it. The inherited providers, and the subclass's own providers that name a
+    base's (``EkbatanContainer.database_registry``), are copied so that they use the redefinition
+    and share one instance of everything else.
     """
 
     def __new__(mcs, name: str, bases: tuple[type, ...], attributes: dict[str, Any]) -> Any:
-        if not any(isinstance(value, providers.Self) for value in attributes.values()):
+        shared_self = next((v for v in attributes.values() if isinstance(v, providers.Self)), None)
+        if shared_self is None:
             for base in bases:
                 inherited = getattr(base, "__self__", None)
                 if isinstance(inherited, providers.Self):
-                    attributes["__self__"] = inherited
+                    attributes["__self__"] = shared_self = inherited
                     break
+        inherited_providers = {
+            key: provider
+            for base in bases
+            if isinstance(getattr(base, "providers", None), Mapping)
+            for key, provider in base.providers.items()
+        }
+        redefined = {
+            key
+            for key, value in attributes.items()
+            if key in inherited_providers and isinstance(value, providers.Provider)
+        }
+        if redefined:
+            memo: dict[int, Any] = {id(inherited_providers[key]): attributes[key] for key in redefined}
+            if shared_self is not None:
+                memo[id(shared_self)] = shared_self
+            relinked = {key: p for key, p in inherited_providers.items() if key not in redefined}
+            relinked.update(
+                (key, value)
+                for key, value in attributes.items()
+                if isinstance(value, providers.Provider)
+                and not isinstance(value, providers.Self)
+                and key not in redefined
+            )
+            attributes.update(providers.deepcopy(relinked, memo))
         return super().__new__(mcs, name, bases, attributes)
 
 
