@@ -639,3 +639,84 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _brief(r: dict[str, Any]) -> dict[str, Any]:
     keys = ("writer_events_per_s", "deliveries_per_s", "ratio", "drain_seconds", "first_delivery_s")
     return {k: r.get(k) for k in keys}
+
+
+# ----------------------------------------------------------------------------- profile (by hand)
+def profile_drain(dialect: str = "postgres", events: int = 5_000, top: int = 25) -> dict[str, Any]:
+    """Where one process's time goes while draining: ``python -c "from bench.pipeline import
+    profile_drain; profile_drain('postgres')"``. Not part of ``run``: the jobs' rounds are called
+    directly (no scheduler, no wake-ups), the fan-out first until done, then the handling job,
+    each under cProfile, with the wall time of each step of a handling round measured apart."""
+    import cProfile
+    import pstats
+
+    from ekbatan.core.config import LocalEventHandlerConfig
+    from ekbatan.local_event_handler import EventHandlerRegistry, event_pipeline_jobs
+
+    out: dict[str, Any] = {"dialect": dialect, "events": events}
+    with pipeline_database(dialect) as (url, eventlog):
+        writers = start_crew(writer_worker, [(url, eventlog, {"count": events})])
+        writers.release()
+        _report(writers, timeout=events / 20 + 120)
+        handlers = (
+            EventHandlerRegistry.builder()
+            .with_handlers([_domain()["TrivialHandler"](name, None) for name in HANDLERS])
+            .build()
+        )
+        registry = _registry(url, eventlog, 10)
+        config = LocalEventHandlerConfig.model_validate({"handling": {"enabled": True}})
+        fanout, handling = event_pipeline_jobs(
+            config, database_registry=registry, event_handler_registry=handlers
+        )
+        steps: dict[str, float] = {"invoke": 0.0, "record": 0.0}
+        original_invoke, original_record = handling._invoke, handling._record
+
+        def invoke(rows: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return original_invoke(rows)
+            finally:
+                steps["invoke"] += time.perf_counter() - t
+
+        def record(*args: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return original_record(*args)
+            finally:
+                steps["record"] += time.perf_counter() - t
+
+        handling._invoke, handling._record = invoke, record
+        for name, job in (("fanout", fanout), ("handling", handling)):
+            # half of the rounds without the profiler (wall time per step), then the rest under it
+            plain = (events if name == "fanout" else len(HANDLERS) * events) // (2 * job.batch_size)
+            t0 = time.perf_counter()
+            for _ in range(plain):
+                job.drain_one_round()
+            wall = time.perf_counter() - t0
+            out[name] = {
+                "rounds": plain,
+                "wall_s": round(wall, 3),
+                "ms_per_round": round(1000 * wall / plain, 2),
+            }
+            if name == "handling":
+                other = wall - steps["invoke"] - steps["record"]
+                out[name]["ms_per_round_by_step"] = {
+                    "select_and_decode": round(1000 * other / plain, 2),
+                    "invoke_handlers": round(1000 * steps["invoke"] / plain, 2),
+                    "record_outcomes": round(1000 * steps["record"] / plain, 2),
+                }
+            profiler = cProfile.Profile()
+            profiler.enable()
+            while job.drain_one_round():
+                pass
+            profiler.disable()
+            stats = pstats.Stats(profiler)
+            print(f"--- {name}: {out[name]}")
+            stats.sort_stats("cumulative").print_stats(top)
+            stats.sort_stats("tottime").print_stats(top)
+        fanout.close()
+        handling.close()
+        for manager in registry.transaction_managers():
+            manager.close()
+    print(out)
+    return out
