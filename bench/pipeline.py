@@ -5,10 +5,14 @@ Every shard here is one throwaway database migrated with every contribution
 (``ekbatan.core.migrate``: the eventlog tables and ``scheduled_tasks``), one table of the
 benchmark's own (``bench_items``) and an action that inserts one row and records one event
 (``BenchItemRecorded``). Three trivial handlers subscribe to that event, so each event is three
-deliveries. The pipeline runs as in production: ``event_pipeline_jobs(None, ...)`` (default
-settings: poll delay 1 s, fan-out batch 200, handling batch 100, wake-ups on) registered with a
-real ``JobRegistry`` (default poll interval, heartbeats) on a jobs pool of its own, in a spawned
-process started, connected and ready before it is released.
+deliveries. The pipeline runs as in production: ``event_pipeline_jobs(config, ...)`` with the
+default settings except ``handling.enabled`` (off by default: no node runs handlers unless it
+opts in) — poll delay 1 s, fan-out batch 200, handling batch 100, wake-ups on, the fan-out
+waking the handling job in-process — registered with a real ``JobRegistry`` (default poll
+interval, heartbeats) on a jobs pool of its own, in a spawned process started, connected and
+ready before it is released. The wake-ups-off baseline builds the same two jobs with the
+builders and ``.wakeups(False)`` (keeping the in-process wake after a fan-out). Failed job
+runs (the ``JobRegistry``'s ERROR lines) are counted in every case.
 
 Cases:
 
