@@ -21,6 +21,9 @@ from bench.common import Settings
 
 pytestmark = pytest.mark.timeout(120)
 
+#: benchmarks whose smoke run has a fixture of its own (``-k pipeline`` runs only it)
+OWN_FIXTURE = ("pipeline",)
+
 
 @pytest.fixture(scope="module")
 def smoke(
@@ -35,7 +38,9 @@ def smoke(
     )
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {
-            name: pool.submit(importlib.import_module(f"bench.{name}").run, settings) for name in BENCHMARKS
+            name: pool.submit(importlib.import_module(f"bench.{name}").run, settings)
+            for name in BENCHMARKS
+            if name not in OWN_FIXTURE
         }
         errors = {name: f.exception() for name, f in futures.items()}
     failed = {k: v for k, v in errors.items() if v is not None}
@@ -145,6 +150,41 @@ def test_report_writes_results_markdown(smoke):
     assert main(["--report-only", "--out", str(out), "--results", str(target)]) == 0
     text = target.read_text()
     assert "## Goals (issue 7)" in text and "## 2. Throughput" in text
+
+
+@pytest.fixture(scope="module")
+def pipeline_smoke(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> tuple[Path, Settings]:
+    from bench import pipeline
+
+    out = tmp_path_factory.mktemp("bench-pipeline-out")
+    chosen = [d for d in pytestconfig.getoption("--db").split(",") if d in ("postgres", "mariadb", "sqlite")]
+    settings = Settings(smoke=True, dbs=tuple(chosen), repeats=1, out=out, command="pytest smoke")
+    pipeline.run(settings)
+    return out, settings
+
+
+def test_pipeline_drains_every_event_and_times_every_delivery(pipeline_smoke):
+    out, settings = pipeline_smoke
+    data = _load(out, "pipeline")
+    assert set(data["dialects"]) == set(settings.dbs)
+    for dialect, per in data["dialects"].items():
+        if dialect != "sqlite":
+            drain = per["drain"]
+            assert drain["complete"] and drain["deliveries"] == 3 * drain["events"], drain
+            assert _positive(drain["writer_events_per_s"]) and _positive(drain["deliveries_per_s"])
+            assert _positive(drain["ratio"])
+            conc = per["concurrent"]
+            assert conc["complete"] and conc["samples"] and _positive(conc["arrival_deliveries_per_s"]), conc
+        expected = {(dialect, True), (dialect, False)} if dialect == "postgres" else {(dialect, True)}
+        assert {(r["dialect"], r["wakeups"]) for r in per["latency"]} == expected
+        for row in per["latency"]:
+            assert row["n"] == row["expected"] and row["left"] == 0, row
+            assert row["p95_ms"] is not None and row["p95_ms"] >= row["p50_ms"] > 0
+    target = out / "RESULTS.md"
+    assert main(["--report-only", "--out", str(out), "--results", str(target)]) == 0
+    assert "## 9. Local event handler pipeline" in target.read_text()
 
 
 def test_command_line_parsing():
