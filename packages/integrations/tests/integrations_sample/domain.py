@@ -25,7 +25,7 @@ class Wallet(Base):
     balance: Mapped[Decimal] = mapped_column(sa.Numeric(12, 2))
 
 
-class WalletCredited(ModelEvent):
+class SampleWalletCredited(ModelEvent):
     amount: Decimal
 
 
@@ -43,10 +43,10 @@ class Deposit(Action[DepositParams, Decimal]):
         if wallet is None:
             wallet = Wallet(id=params.wallet_id, owner=params.owner, balance=Decimal(0))
             wallet.balance += params.amount
-            self.plan.add(wallet, WalletCredited(amount=params.amount))
+            self.plan.add(wallet, SampleWalletCredited(amount=params.amount))
         else:
             wallet.balance += params.amount
-            self.plan.update(wallet, WalletCredited(amount=params.amount))
+            self.plan.update(wallet, SampleWalletCredited(amount=params.amount))
         return wallet.balance
 
 

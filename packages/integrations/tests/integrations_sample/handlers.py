@@ -6,7 +6,7 @@ import threading
 from decimal import Decimal
 
 from ekbatan.local_event_handler import EventEnvelope, EventHandler, event_handler
-from integrations_sample.domain import WalletCredited
+from integrations_sample.domain import SampleWalletCredited
 
 
 class DepositLedger:
@@ -22,15 +22,15 @@ class DepositLedger:
 
 
 @event_handler
-class DepositCounter(EventHandler[WalletCredited]):
+class DepositCounter(EventHandler[SampleWalletCredited]):
     def __init__(self, ledger: DepositLedger) -> None:
         self.ledger = ledger
 
     def name(self) -> str:
         return "deposit-counter"
 
-    def event_type(self) -> type[WalletCredited]:
-        return WalletCredited
+    def event_type(self) -> type[SampleWalletCredited]:
+        return SampleWalletCredited
 
-    def handle(self, envelope: EventEnvelope[WalletCredited]) -> None:
+    def handle(self, envelope: EventEnvelope[SampleWalletCredited]) -> None:
         self.ledger.record(envelope.event.model_id or "", envelope.event.amount)
