@@ -21,6 +21,7 @@ from ekbatan.core.outbox.clock import utc_now
 from ekbatan.core.outbox.wakeups import events_channel, notifications_channel, notify
 from ekbatan.core.persistence import Dialect, TransactionManager
 from ekbatan.local_event_handler import sql
+from ekbatan.local_event_handler.connections import pipeline_connection
 from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder
 from ekbatan.local_event_handler.shard_rounds import ShardRounds
 from ekbatan.local_event_handler.states import NotificationState
@@ -98,7 +99,7 @@ class EventFanoutJob(PipelineJob):
             return 0
         dialect = manager.dialect
         t = sql.tables(dialect, manager.eventlog_schema)
-        with sql.pipeline_connection(manager.secondary) as connection:
+        with pipeline_connection(manager.secondary, writes=False) as connection:
             events = connection.execute(sql.undelivered_events(t, event_types, self._batch_size)).all()
         if not events:
             return 0
@@ -121,9 +122,9 @@ class EventFanoutJob(PipelineJob):
                         "updated_date": now,
                     }
                 )
-        with sql.pipeline_connection(manager.primary) as connection, connection.begin():
+        with pipeline_connection(manager.primary) as connection, connection.begin():
             if notifications:
-                connection.execute(sql.insert_notifications(t, dialect), notifications)
+                sql.insert_rows(connection, sql.insert_notifications(t, dialect), notifications)
                 if dialect is Dialect.POSTGRESQL:
                     notify(connection, notifications_channel(manager.eventlog_schema))
             connection.execute(sql.mark_delivered(t, [event.id for event in events]))

@@ -35,6 +35,7 @@ from ekbatan.core.outbox.wakeups import notifications_channel
 from ekbatan.core.persistence import TransactionManager
 from ekbatan.local_event_handler import sql
 from ekbatan.local_event_handler.backoff import backoff_delay
+from ekbatan.local_event_handler.connections import pipeline_connection
 from ekbatan.local_event_handler.dispatch import HandlerDispatcher, Invocation
 from ekbatan.local_event_handler.envelope import EventEnvelope
 from ekbatan.local_event_handler.option_checks import require_positive, require_timedelta
@@ -178,7 +179,7 @@ class EventHandlingJob(PipelineJob):
     def _handle_shard(self, manager: TransactionManager) -> int:
         t = sql.tables(manager.dialect, manager.eventlog_schema)
         now = utc_now(self._clock)
-        with sql.pipeline_connection(manager.primary) as connection:
+        with pipeline_connection(manager.primary, writes=False) as connection:
             rows = connection.execute(sql.due_notifications(t, now, self._batch_size)).all()
         if not rows:
             return 0
@@ -256,7 +257,7 @@ class EventHandlingJob(PipelineJob):
             (buckets.expired_failing, expired, True),
         ]
         # Each bucket commits on its own: a failure writing one loses no other bucket's outcome.
-        with sql.pipeline_connection(manager.primary) as connection:
+        with pipeline_connection(manager.primary) as connection:
             for grouped, state, count_attempt in writes:
                 for attempts, rows in grouped.items():
                     connection.execute(

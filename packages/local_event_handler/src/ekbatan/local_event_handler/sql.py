@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from ekbatan.core.migrations.eventlog_metadata import EventlogTables, eventlog_tables
-from ekbatan.core.persistence import ConnectionProvider, Dialect
+from ekbatan.core.persistence import Dialect
 from ekbatan.local_event_handler.states import OPEN_STATES, NotificationState
 
 #: the columns a notification copies from its event
@@ -34,25 +34,6 @@ COPIED_COLUMNS = (
     "payload",
     "event_date",
 )
-
-
-_MYSQL_FAMILY = (Dialect.MARIADB, Dialect.MYSQL)
-
-
-def pipeline_connection(provider: ConnectionProvider) -> sa.Connection:
-    """A pooled connection for the pipeline's reads and writes: READ COMMITTED on MySQL/MariaDB.
-
-    InnoDB's default REPEATABLE READ makes ``UPDATE … WHERE id IN (…)`` take next-key locks on
-    the gaps between random UUIDs; those gaps are where the application's actions insert new
-    events, so each side waited on the other and one of them — often the application's action —
-    died as a deadlock victim. READ COMMITTED locks only the rows changed. The statements here
-    never rely on a repeatable snapshot. PostgreSQL runs at READ COMMITTED already; SQLite has
-    no such level and locks the whole file anyway.
-    """
-    connection = provider.connect()
-    if provider.dialect in _MYSQL_FAMILY:
-        connection.execution_options(isolation_level="READ COMMITTED")
-    return connection
 
 
 @functools.lru_cache(maxsize=64)
@@ -84,6 +65,18 @@ def insert_notifications(t: EventlogTables, dialect: Dialect) -> sa.Insert:
     if dialect is Dialect.SQLITE:
         return sqlite.insert(table).on_conflict_do_nothing(index_elements=["event_id", "handler_name"])
     return mysql.insert(table).on_duplicate_key_update(handler_name=table.c.handler_name)
+
+
+#: rows per multi-row INSERT: 19 columns each stays well under every driver's parameter limit
+#: (PostgreSQL 65,535; SQLite 32,766)
+INSERT_CHUNK = 1000
+
+
+def insert_rows(connection: sa.Connection, statement: sa.Insert, rows: Sequence[dict[str, Any]]) -> None:
+    """``statement`` with ``rows`` as multi-row VALUES, a chunk per statement: one round trip
+    where an executemany would send a statement per row."""
+    for start in range(0, len(rows), INSERT_CHUNK):
+        connection.execute(statement.values(list(rows[start : start + INSERT_CHUNK])))
 
 
 def mark_delivered(t: EventlogTables, ids: Sequence[uuid.UUID]) -> sa.Update:
