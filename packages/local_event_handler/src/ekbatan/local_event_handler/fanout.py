@@ -1,30 +1,27 @@
 """``EventFanoutJob``: turns each undelivered outbox event into one notification per handler.
 
-Per shard and round: read the oldest undelivered events of the types that have a handler
-(from the shard's replica when it has one), then in one transaction on the primary insert one
-``event_notifications`` row per (event, subscribed handler) — skipping pairs that already
-exist — and flip those events to ``delivered``. A crash before the commit leaves nothing
-behind; a repeated read (replica lag, an overlapping revived run) only meets the unique key.
-Events of a type nobody handles stay undelivered, to be fanned out once a handler for them is
-deployed.
+Per shard and round, in one transaction on the primary: pick the oldest undelivered events of
+the types that have a handler, insert one ``event_notifications`` row per (event, subscribed
+handler) — skipping pairs that already exist — and flip those events to ``delivered``. The
+database copies the rows itself (``fanout_sql``). A crash before the commit leaves nothing
+behind; an overlapping revived run only meets the unique key. Events of a type nobody handles
+stay undelivered, to be fanned out once a handler for them is deployed.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from typing import Any
 
 from ekbatan.core.config import EkbatanSettings, LocalEventHandlerConfig
 from ekbatan.core.outbox.clock import utc_now
 from ekbatan.core.outbox.wakeups import events_channel, notifications_channel, notify
 from ekbatan.core.persistence import Dialect, TransactionManager
-from ekbatan.local_event_handler import sql
 from ekbatan.local_event_handler.connections import pipeline_connection
+from ekbatan.local_event_handler.fanout_sql import FanoutStatements, fanout_statements
 from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder
 from ekbatan.local_event_handler.shard_rounds import ShardRounds
-from ekbatan.local_event_handler.states import NotificationState
 
 log = logging.getLogger("ekbatan.local_event_handler")
 
@@ -77,6 +74,7 @@ class EventFanoutJob(PipelineJob):
         super().__init__(wake_channel=events_channel, **options)
         self._wake_after = list(wake_after)
         self._rounds = ShardRounds("fan-out", f"{self._name}-shard")
+        self._statement_cache: dict[tuple[Dialect, str], FanoutStatements] = {}
         self._counts = threading.Lock()
         #: events fanned out and notifications written by this job object (over-counted when a
         #: replica lags: a re-read event's notifications are skipped by the unique key)
@@ -94,50 +92,38 @@ class EventFanoutJob(PipelineJob):
         return fanned > 0
 
     def _fan_out_shard(self, manager: TransactionManager) -> int:
-        event_types = self._handlers.handled_event_types()
-        if not event_types:
+        if not self._handlers:
             return 0
-        dialect = manager.dialect
-        t = sql.tables(dialect, manager.eventlog_schema)
-        with pipeline_connection(manager.secondary, writes=False) as connection:
-            events = connection.execute(sql.undelivered_events(t, event_types, self._batch_size)).all()
-        if not events:
-            return 0
+        statements = self._statements(manager)
         now = utc_now(self._clock)
-        notifications: list[dict[str, Any]] = []
-        for event in events:
-            copied = {name: getattr(event, name) for name in sql.COPIED_COLUMNS}
-            for handler_name in self._handlers.subscribers_for(event.event_type):
-                notifications.append(
-                    {
-                        **copied,
-                        "id": uuid.uuid4(),
-                        "event_id": event.id,
-                        "handler_name": handler_name,
-                        "state": NotificationState.PENDING.value,
-                        "attempts": 0,
-                        # due from the moment the event happened: an old backlog drains oldest first
-                        "next_retry_at": event.event_date,
-                        "created_date": now,
-                        "updated_date": now,
-                    }
-                )
         with pipeline_connection(manager.primary) as connection, connection.begin():
-            if notifications:
-                sql.insert_rows(connection, sql.insert_notifications(t, dialect), notifications)
-                if dialect is Dialect.POSTGRESQL:
-                    notify(connection, notifications_channel(manager.eventlog_schema))
-            connection.execute(sql.mark_delivered(t, [event.id for event in events]))
-        with self._counts:
-            self.fanned_out += len(events)
-            self.notifications_created += len(notifications)
-        log.debug(
-            "fanned out %d event(s) into %d notification(s) on shard %s",
-            len(events),
-            len(notifications),
-            manager.shard,
-        )
-        return len(events)
+            events, notifications = statements.run(connection, self._batch_size, now)
+            if notifications and manager.dialect is Dialect.POSTGRESQL:
+                notify(connection, notifications_channel(manager.eventlog_schema))
+        if events:
+            with self._counts:
+                self.fanned_out += events
+                self.notifications_created += notifications
+            log.debug(
+                "fanned out %d event(s) into %d notification(s) on shard %s",
+                events,
+                notifications,
+                manager.shard,
+            )
+        return events
+
+    def _statements(self, manager: TransactionManager) -> FanoutStatements:
+        key = (manager.dialect, manager.eventlog_schema)
+        statements = self._statement_cache.get(key)
+        if statements is None:
+            subscriptions = [
+                (event_type, handler_name)
+                for event_type in self._handlers.handled_event_types()
+                for handler_name in self._handlers.subscribers_for(event_type)
+            ]
+            statements = fanout_statements(manager.dialect, manager.eventlog_schema, subscriptions)
+            self._statement_cache[key] = statements
+        return statements
 
     def close(self) -> None:
         self._rounds.close()

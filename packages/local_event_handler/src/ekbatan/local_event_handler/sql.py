@@ -1,4 +1,5 @@
-"""Every statement the event pipeline runs, in one place, with the per-dialect differences.
+"""The handling job's statements, and the eventlog tables per dialect and schema (the fan-out's
+set-based statements are in ``fanout_sql``).
 
 The tables are SQLAlchemy Core ``Table`` objects from ``ekbatan.core`` for the shard's dialect
 and eventlog schema, so values are the same everywhere: ``uuid.UUID`` ids, aware UTC
@@ -14,74 +15,15 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from ekbatan.core.migrations.eventlog_metadata import EventlogTables, eventlog_tables
 from ekbatan.core.persistence import Dialect
 from ekbatan.local_event_handler.states import OPEN_STATES, NotificationState
 
-#: the columns a notification copies from its event
-COPIED_COLUMNS = (
-    "namespace",
-    "action_id",
-    "action_name",
-    "action_params",
-    "started_date",
-    "completion_date",
-    "model_id",
-    "model_type",
-    "event_type",
-    "payload",
-    "event_date",
-)
-
 
 @functools.lru_cache(maxsize=64)
 def tables(dialect: Dialect, schema: str) -> EventlogTables:
     return eventlog_tables(dialect, schema)
-
-
-def undelivered_events(t: EventlogTables, event_types: Sequence[str], limit: int) -> sa.Select[Any]:
-    """The oldest undelivered events of the given types. Sentinel rows (no event_type) never match."""
-    events = t.events
-    return (
-        sa.select(events.c.id, *(events.c[name] for name in COPIED_COLUMNS))
-        .where(events.c.delivered == sa.false(), events.c.event_type.in_(list(event_types)))
-        .order_by(events.c.event_date)
-        .limit(limit)
-    )
-
-
-def insert_notifications(t: EventlogTables, dialect: Dialect) -> sa.Insert:
-    """An INSERT that skips rows whose (event_id, handler_name) already exists, and only those.
-
-    MySQL's ``INSERT IGNORE`` would also turn a too-long value or a bad date into a warning and
-    store a truncated row; ``ON DUPLICATE KEY UPDATE`` with a no-op assignment skips duplicate
-    keys alone and still fails on everything else.
-    """
-    table = t.event_notifications
-    if dialect is Dialect.POSTGRESQL:
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=["event_id", "handler_name"])
-    if dialect is Dialect.SQLITE:
-        return sqlite.insert(table).on_conflict_do_nothing(index_elements=["event_id", "handler_name"])
-    return mysql.insert(table).on_duplicate_key_update(handler_name=table.c.handler_name)
-
-
-#: rows per multi-row INSERT: 19 columns each stays well under every driver's parameter limit
-#: (PostgreSQL 65,535; SQLite 32,766)
-INSERT_CHUNK = 1000
-
-
-def insert_rows(connection: sa.Connection, statement: sa.Insert, rows: Sequence[dict[str, Any]]) -> None:
-    """``statement`` with ``rows`` as multi-row VALUES, a chunk per statement: one round trip
-    where an executemany would send a statement per row."""
-    for start in range(0, len(rows), INSERT_CHUNK):
-        connection.execute(statement.values(list(rows[start : start + INSERT_CHUNK])))
-
-
-def mark_delivered(t: EventlogTables, ids: Sequence[uuid.UUID]) -> sa.Update:
-    events = t.events
-    return sa.update(events).where(events.c.id.in_(list(ids))).values(delivered=True)
 
 
 def due_notifications(t: EventlogTables, now: datetime, limit: int) -> sa.Select[Any]:
