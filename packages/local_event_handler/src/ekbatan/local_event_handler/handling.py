@@ -180,7 +180,7 @@ class EventHandlingJob(PipelineJob):
         t = sql.tables(manager.dialect, manager.eventlog_schema)
         now = utc_now(self._clock)
         with pipeline_connection(manager.primary, writes=False) as connection:
-            rows = connection.execute(sql.due_notifications(t, now, self._batch_size)).all()
+            rows = connection.execute(sql.due_notifications(t, manager.dialect, now, self._batch_size)).all()
         if not rows:
             return 0
         expired_unhandled = [row for row in rows if now > row.event_date + self._retention_window]

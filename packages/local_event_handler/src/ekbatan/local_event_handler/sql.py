@@ -26,14 +26,32 @@ def tables(dialect: Dialect, schema: str) -> EventlogTables:
     return eventlog_tables(dialect, schema)
 
 
-def due_notifications(t: EventlogTables, now: datetime, limit: int) -> sa.Select[Any]:
+def due_notifications(t: EventlogTables, dialect: Dialect, now: datetime, limit: int) -> sa.Select[Any]:
+    """The ``limit`` open notifications due longest ago.
+
+    PostgreSQL and SQLite walk their partial index of open rows in order. MySQL and MariaDB
+    have an ``(state, next_retry_at)`` index instead: one query over both open states would
+    read every due row of both and sort them — a cost that grows with the backlog, exactly when
+    the job must go fast — so each state is read in index order up to ``limit`` and only those
+    rows are merged.
+    """
     notifications = t.event_notifications
-    return (
-        sa.select(notifications)
-        .where(notifications.c.state.in_(OPEN_STATES), notifications.c.next_retry_at <= now)
-        .order_by(notifications.c.next_retry_at)
-        .limit(limit)
-    )
+
+    def due(*states: str) -> sa.Select[Any]:
+        return (
+            sa.select(notifications)
+            .where(
+                notifications.c.state == states[0] if len(states) == 1 else notifications.c.state.in_(states),
+                notifications.c.next_retry_at <= now,
+            )
+            .order_by(notifications.c.next_retry_at)
+            .limit(limit)
+        )
+
+    if dialect not in (Dialect.MARIADB, Dialect.MYSQL):
+        return due(*OPEN_STATES)
+    merged = sa.union_all(*(due(state) for state in OPEN_STATES)).subquery("due")
+    return sa.select(merged).order_by(merged.c.next_retry_at).limit(limit)
 
 
 def record_outcome(
