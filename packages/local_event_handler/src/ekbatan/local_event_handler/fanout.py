@@ -76,8 +76,7 @@ class EventFanoutJob(PipelineJob):
         self._rounds = ShardRounds("fan-out", f"{self._name}-shard")
         self._statement_cache: dict[tuple[Dialect, str], FanoutStatements] = {}
         self._counts = threading.Lock()
-        #: events fanned out and notifications written by this job object (over-counted when a
-        #: replica lags: a re-read event's notifications are skipped by the unique key)
+        #: events fanned out and notifications written by this job object
         self.fanned_out = 0
         self.notifications_created = 0
 
