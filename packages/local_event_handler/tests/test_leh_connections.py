@@ -13,10 +13,14 @@ def test_postgresql_writes_skip_the_flush_wait_and_the_pool_gets_the_setting_bac
     provider = one_shard.manager.primary
     with pipeline_connection(provider) as connection:
         assert connection.exec_driver_sql("SHOW synchronous_commit").scalar_one() == "off"
+        assert connection.exec_driver_sql("SHOW enable_bitmapscan").scalar_one() == "off"
     with pipeline_connection(provider, writes=False) as connection:
         assert connection.exec_driver_sql("SHOW synchronous_commit").scalar_one() == "on"
+        assert connection.exec_driver_sql("SHOW enable_seqscan").scalar_one() == "off"
     with provider.connect() as connection:  # the application's next use of a pooled connection
         assert connection.exec_driver_sql("SHOW synchronous_commit").scalar_one() == "on"
+        assert connection.exec_driver_sql("SHOW enable_seqscan").scalar_one() == "on"
+        assert connection.exec_driver_sql("SHOW enable_bitmapscan").scalar_one() == "on"
 
 
 @pytest.mark.dialects("postgres")

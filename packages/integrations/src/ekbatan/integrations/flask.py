@@ -57,9 +57,10 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, migrate
 from ekbatan.core.sharding import resolve_jobs_config
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
-from ekbatan.distributed_jobs.scheduler.listing import ScheduledExecutionsFilter
+from ekbatan.integrations.cli.tables import format_time, render_table
 from ekbatan.integrations.discovery import scan
 from ekbatan.integrations.runtime import DEFAULT_CONFIG, EkbatanRuntime, build_runtime, load
+from ekbatan.integrations.task_views import list_tasks
 
 __all__ = ["Ekbatan", "ekbatan_cli", "gunicorn_post_worker_init", "gunicorn_worker_exit"]
 
@@ -356,22 +357,21 @@ def tasks_command() -> None:
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     built_here = extension._states[app].runtime is None
     try:
-        rows = extension.scheduler_client.get_scheduled_executions(ScheduledExecutionsFilter.all())
+        rows, more = list_tasks(extension.scheduler_client, limit=1000)
     finally:
         if built_here:
             extension.stop(app)
-    table = [("TASK", "INSTANCE", "DUE", "PICKED BY", "FAILURES")]
-    table += [
+    table = [
         (
             row.task_name,
             row.instance_id,
-            row.execution_time.isoformat(timespec="seconds"),
-            (row.picked_by or "?") if row.is_picked else "-",
-            str(row.consecutive_failures),
+            format_time(row.execution_time),
+            (row.picked_by or "?") if row.picked else "-",
+            row.consecutive_failures,
         )
-        for row in sorted(rows, key=lambda r: (r.execution_time, r.task_name, r.instance_id))
+        for row in rows
     ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    for line in table:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+    click.echo(render_table(("TASK", "INSTANCE", "DUE", "PICKED BY", "FAILURES"), table))
+    if more:
+        click.echo("(the first 1000 rows; `ekbatan tasks list` filters and pages)")
     click.echo(f"{len(rows)} row(s)")

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from ekbatan.core.migrations.eventlog_metadata import EventlogTables, eventlog_tables
 from ekbatan.core.persistence import Dialect
-from ekbatan.local_event_handler.states import OPEN_STATES, NotificationState
+from ekbatan.local_event_handler.states import OPEN_STATES, TERMINAL_STATES, NotificationState
 
 
 @functools.lru_cache(maxsize=64)
@@ -81,7 +81,10 @@ def record_outcome(
         sa.update(notifications)
         .where(
             notifications.c.id.in_(list(ids)),
-            notifications.c.state.in_(OPEN_STATES),
+            # "not terminal" rather than "open": the same rows, but it does not match the partial
+            # index of open rows, which PostgreSQL would otherwise walk whole (filtering on id)
+            # instead of looking the ids up by primary key when its statistics are stale
+            notifications.c.state.not_in(TERMINAL_STATES),
             notifications.c.attempts == attempts_read,
         )
         .values(values)

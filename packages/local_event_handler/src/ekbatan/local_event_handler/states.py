@@ -20,3 +20,5 @@ class NotificationState(StrEnum):
 
 #: the states the handling job still works on
 OPEN_STATES = (NotificationState.PENDING.value, NotificationState.FAILED.value)
+#: the states nothing moves a row out of
+TERMINAL_STATES = (NotificationState.SUCCEEDED.value, NotificationState.EXPIRED.value)
