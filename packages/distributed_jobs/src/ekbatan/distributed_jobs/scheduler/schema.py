@@ -22,14 +22,18 @@ _INDEXES = ("execution_time_idx", "last_heartbeat_idx", "priority_execution_time
 
 
 def validate_table_name(name: str) -> str:
-    """Accept ``table`` or ``schema.table`` made of letters, digits and underscores.
+    """Accept ``table`` or ``schema.table`` made of lower-case letters, digits and underscores.
 
-    The name is spliced into SQL text, so anything else is refused rather than quoted.
+    The name is spliced into SQL text, so anything else is refused rather than quoted. Upper
+    case is refused too: PostgreSQL folds an unquoted ``My_Tasks`` to ``my_tasks`` while its
+    catalog lookups (and MySQL on Linux) do not, so the table would be created twice.
     """
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+    if not isinstance(name, str) or not _IDENTIFIER.match(name) or name != name.lower():
+        lower = f"; write {name.lower()!r}" if isinstance(name, str) and _IDENTIFIER.match(name) else ""
         raise ValueError(
-            f"invalid table name {name!r}: use letters, digits and underscores, not starting with a "
-            "digit, optionally schema-qualified — e.g. 'scheduled_tasks' or 'jobs.scheduled_tasks'"
+            f"invalid table name {name!r}: use lower-case letters, digits and underscores, not starting "
+            "with a digit, optionally schema-qualified — e.g. 'scheduled_tasks' or "
+            f"'jobs.scheduled_tasks'{lower}"
         )
     return name
 
