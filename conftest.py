@@ -6,11 +6,20 @@ cannot be reached is an error, never a skip.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from testsupport import ALL_DIALECTS, IsolatedDatabase, create_isolated_database
+
+# Property tests draw the same examples on every run (derandomize), so CI cannot fail on one run and
+# pass on the next; a failure prints the falsifying example and a @reproduce_failure blob. Set
+# HYPOTHESIS_PROFILE=explore for fresh random examples on each run when hunting for bugs.
+settings.register_profile("ekbatan", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.register_profile("explore", database=None, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ekbatan"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

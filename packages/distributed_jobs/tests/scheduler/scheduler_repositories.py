@@ -1,4 +1,4 @@
-"""Repositories for tests that talk to the scheduler's table below the scheduler."""
+"""Repositories and serializers for tests that talk to the scheduler's table below the scheduler."""
 
 from __future__ import annotations
 
@@ -23,3 +23,13 @@ def notifying_repository(engine: sa.Engine, tasks: Sequence[Task], picked_by: st
         picked_by=picked_by,
         notify_channel=channel_for("scheduled_tasks"),
     )
+
+
+class RawBytesSerializer:
+    """Writes the bytes it is given as they are: a way to put arbitrary payloads in the table."""
+
+    def serialize(self, data: object) -> bytes | None:
+        return data  # type: ignore[return-value]
+
+    def deserialize(self, data_type: object, raw: bytes | None) -> object:
+        return raw

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from scheduler_repositories import RawBytesSerializer
 
 from ekbatan.distributed_jobs.scheduler import (
     ExecutionComplete,
@@ -481,16 +482,6 @@ def test_async_custom_and_stateful_handlers_return_their_outcome(manual, clock, 
 class Mail:
     to: str
     subject: str
-
-
-class RawBytesSerializer:
-    """Writes the bytes it is given as they are: a way to put arbitrary payloads in the table."""
-
-    def serialize(self, data: object) -> bytes | None:
-        return data  # type: ignore[return-value]
-
-    def deserialize(self, data_type: object, raw: bytes | None) -> object:
-        return raw
 
 
 def test_undecodable_data_fails_only_that_execution(manual, engine, clock, dialect):

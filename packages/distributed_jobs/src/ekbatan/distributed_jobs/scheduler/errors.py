@@ -16,6 +16,14 @@ class TaskInstanceError(SchedulerError):
         self.instance_id = instance_id
 
 
+class TaskKeyTooLongError(TaskInstanceError, ValueError):
+    """A task name or instance id longer than the ``scheduled_tasks`` key columns hold."""
+
+
+class TaskDataTooLargeError(TaskInstanceError, ValueError):
+    """Encoded task data larger than the database's ``task_data`` column holds."""
+
+
 class TaskInstanceNotFoundError(TaskInstanceError):
     def __init__(self, task_name: str, instance_id: str) -> None:
         super().__init__(

@@ -16,6 +16,11 @@ PRIORITY_HIGH = 90
 PRIORITY_MEDIUM = 50
 PRIORITY_LOW = 10
 
+#: characters in a task name or instance id: db-scheduler's MySQL/MariaDB table declares both
+#: varchar(100); the same limit holds on every dialect so a schedule never works on one and fails
+#: (or, in non-strict mode, is cut short into another key) on another
+MAX_KEY_LENGTH = 100
+
 
 @dataclass(frozen=True, slots=True)
 class TaskInstanceId:

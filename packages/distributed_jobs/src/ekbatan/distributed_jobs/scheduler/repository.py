@@ -23,9 +23,11 @@ from ekbatan.distributed_jobs.scheduler.driver_statements import DriverStatement
 from ekbatan.distributed_jobs.scheduler.errors import (
     ExecutionError,
     FailedToScheduleBatchError,
+    TaskDataTooLargeError,
     TaskInstanceError,
+    TaskKeyTooLongError,
 )
-from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler.execution import MAX_KEY_LENGTH, Execution, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler.listing import ScheduledExecutionsFilter, TaskSummary
 from ekbatan.distributed_jobs.scheduler.schema import validate_table_name
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
@@ -54,8 +56,21 @@ def _is_duplicate_key(exc: IntegrityError) -> bool:
     return bool(args) and args[0] == _ER_DUP_ENTRY
 
 
+def check_key(task_name: str, instance_id: str) -> None:
+    """Refuse a key the ``scheduled_tasks`` table cannot hold, naming it and the limit."""
+    for what, value in (("task name", task_name), ("instance id", instance_id)):
+        if len(value) > MAX_KEY_LENGTH:
+            raise TaskKeyTooLongError(
+                f"{what} {value[:40]!r}… is {len(value)} characters, more than the {MAX_KEY_LENGTH} the "
+                f"scheduled_tasks key columns hold; use a shorter {what} (e.g. a hash or a database id "
+                "of the thing it names) and keep the details in the task data",
+                task_name,
+                instance_id,
+            )
+
+
 class NewExecution:
-    """A row to insert."""
+    """A row to insert; its key is checked against :data:`MAX_KEY_LENGTH` here."""
 
     __slots__ = ("execution_time", "instance_id", "priority", "raw_data", "task_name")
 
@@ -67,6 +82,7 @@ class NewExecution:
         raw_data: bytes | None = None,
         priority: int | None = None,
     ) -> None:
+        check_key(task_name, instance_id)
         self.task_name = task_name
         self.instance_id = instance_id
         self.execution_time = execution_time
@@ -392,7 +408,19 @@ class TaskRepository:
             executions.append(execution)
         return executions
 
+    def _check_data(self, task_name: str, instance_id: str, raw: bytes | None) -> None:
+        limit = self.dialect.max_task_data_bytes
+        if raw is not None and limit is not None and len(raw) > limit:
+            raise TaskDataTooLargeError(
+                f"the task data of {task_name}/{instance_id} is {len(raw):,} bytes encoded, more than "
+                f"the {limit:,} that {self.dialect.task_data_column} holds on {self.dialect.name}; "
+                "store large payloads elsewhere and put a reference (a key, a URL) in the task data",
+                task_name,
+                instance_id,
+            )
+
     def _insert_params(self, new: NewExecution) -> dict[str, Any]:
+        self._check_data(new.task_name, new.instance_id, new.raw_data)
         return {
             "task_name": new.task_name,
             "task_instance": new.instance_id,
@@ -693,6 +721,7 @@ class TaskRepository:
         }
         sql = self._sql_reschedule
         if new_data is not _KEEP:
+            self._check_data(execution.task_name, execution.instance_id, new_data)
             sql = self._sql_reschedule_data
             params["task_data"] = new_data
 
@@ -715,6 +744,8 @@ class TaskRepository:
         raw_data: bytes | None,
     ) -> None:
         """Turn the row into a new execution (another key), version reset to 1."""
+        check_key(new_task_name, new_instance_id)
+        self._check_data(new_task_name, new_instance_id, raw_data)
         with self._one() as conn:
             count = conn.execute(
                 self._sql_replace,

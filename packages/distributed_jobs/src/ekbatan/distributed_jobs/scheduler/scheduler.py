@@ -243,9 +243,15 @@ class SchedulerBuilder:
                 f"the lock-and-fetch polling strategy needs SELECT … FOR UPDATE SKIP LOCKED, which "
                 f"{backend.name} does not have; use .poll_using_fetch() instead"
             )
-        known = {t.name: t for t in self._known}
-        for task in self._startup:
-            known.setdefault(task.name, task)
+        known: dict[str, Task[Any]] = {}
+        for task in (*self._known, *self._startup):
+            # The same task may be passed twice (known and a start task); two different tasks of
+            # one name would leave one of them silently without its rows.
+            if known.setdefault(task.name, task) is not task:
+                raise ValueError(
+                    f"two tasks are named {task.name!r} ({known[task.name]!r} and {task!r}); "
+                    "task names must be unique: rename one of them"
+                )
         return Scheduler(self, list(known.values()), backend)
 
 

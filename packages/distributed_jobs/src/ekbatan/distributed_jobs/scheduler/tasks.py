@@ -22,7 +22,7 @@ from ekbatan.distributed_jobs.scheduler.completion import (
 )
 from ekbatan.distributed_jobs.scheduler.dead_execution import DeadExecutionHandler, ReviveDeadExecution
 from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, TaskInstanceCurrentlyExecutingError
-from ekbatan.distributed_jobs.scheduler.execution import PRIORITY_HIGH, PRIORITY_MEDIUM
+from ekbatan.distributed_jobs.scheduler.execution import MAX_KEY_LENGTH, PRIORITY_HIGH, PRIORITY_MEDIUM
 from ekbatan.distributed_jobs.scheduler.failure import (
     FailureHandler,
     OnFailureReschedule,
@@ -54,6 +54,11 @@ _STARTUP_TOLERANCE = timedelta(seconds=1)
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"task name must be a non-blank string, got {name!r}")
+    if len(name) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"task name {name[:40]!r}… is {len(name)} characters, more than the {MAX_KEY_LENGTH} the "
+            "scheduled_tasks table holds; choose a shorter name"
+        )
     return name
 
 

@@ -31,6 +31,9 @@ class SqlDialect:
     supports_delete_returning: ClassVar[bool] = True
     #: the finest instant a stored time keeps; a finer one is truncated on the way in
     time_resolution: ClassVar[timedelta] = timedelta(microseconds=1)
+    #: the most bytes ``task_data`` holds, with the column type named in errors (None: no limit of ours)
+    max_task_data_bytes: ClassVar[int | None] = None
+    task_data_column: ClassVar[str] = "task_data"
 
     @property
     def name(self) -> str:

@@ -16,6 +16,10 @@ class MySqlDialect(SqlDialect):
     dialect: ClassVar[Dialect] = Dialect.MYSQL
     supports_lock_and_fetch = True
     supports_delete_returning = False
+    # db-scheduler's table declares `task_data blob`; a longer value fails in strict mode and is
+    # cut short (the data silently corrupted) in non-strict mode, so it is refused before writing.
+    max_task_data_bytes = 65_535
+    task_data_column = "task_data blob"
 
     def encode_time(self, instant: datetime | None) -> Any:
         if instant is None:
