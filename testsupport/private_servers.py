@@ -174,7 +174,7 @@ class PrivateMariaDB(PrivateServer):
             [self.server, "--no-defaults", f"--datadir={self.data}", f"--port={self.port}",
              "--bind-address=127.0.0.1", f"--socket={self.root / 'sock'}", f"--pid-file={self.root / 'pid'}",
              "--skip-grant-tables", "--skip-name-resolve", "--innodb-buffer-pool-size=32M",
-             "--innodb-flush-log-at-trx-commit=0", "--skip-log-bin", *user],
+             "--skip-log-bin", *user],
             stdout=log,
             stderr=log,
         )  # fmt: skip

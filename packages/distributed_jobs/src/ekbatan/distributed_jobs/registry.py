@@ -60,7 +60,7 @@ def _pool_label(provider: sa.Engine | EngineProvider) -> str:
     engine, _ = _engine_of(provider)
     path = getattr(provider, "config_path", None)
     name = getattr(provider, "name", None)
-    where = " ".join(part for part in (path, f"({name})" if path and name else name) if part)
+    where = f"{path} ({name})" if path and name else path or (f"{name!r}" if name else "")
     return f"the jobs pool{' ' + where if where else ''} at {masked_url(engine.url)}"
 
 
