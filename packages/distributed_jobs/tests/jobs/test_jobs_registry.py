@@ -130,7 +130,8 @@ def test_start_fails_loudly_when_the_table_is_missing(database: IsolatedDatabase
     with pytest.raises(JobRegistryError) as raised:
         registry.start()
     assert name in str(raised.value)
-    assert registry.scheduler.is_started  # the scheduler keeps running; stop() is the caller's
+    # a failed start leaves nothing running: the scheduler was stopped again
+    assert not registry.scheduler.is_started and registry.scheduler.is_shutting_down
     create_table(engine)  # "migrations ran late": the table is there now, the job still has no row
     assert row(engine, name) is None
 

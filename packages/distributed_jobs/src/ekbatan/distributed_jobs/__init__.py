@@ -10,6 +10,7 @@ from ekbatan.distributed_jobs.registry import (
     JobRegistry,
     JobRegistryBuilder,
     JobRegistryError,
+    JobsDatabaseUnavailableError,
 )
 from ekbatan.distributed_jobs.scheduler import Schedule, Schedules
 
@@ -21,6 +22,7 @@ __all__ = [
     "JobRegistry",
     "JobRegistryBuilder",
     "JobRegistryError",
+    "JobsDatabaseUnavailableError",
     "Schedule",
     "Schedules",
     "distributed_job",

@@ -49,6 +49,21 @@ class JobRegistryError(RuntimeError):
     """The registry could not be built or started as configured."""
 
 
+class JobsDatabaseUnavailableError(JobRegistryError):
+    """``start()`` could not connect to the jobs pool's database (the message names the pool)."""
+
+
+def _pool_label(provider: sa.Engine | EngineProvider) -> str:
+    """``the jobs pool <config path> (<name>) at <url, password masked>``."""
+    from ekbatan.core.persistence.credentials import masked_url
+
+    engine, _ = _engine_of(provider)
+    path = getattr(provider, "config_path", None)
+    name = getattr(provider, "name", None)
+    where = f"{path} ({name})" if path and name else path or (f"{name!r}" if name else "")
+    return f"the jobs pool{' ' + where if where else ''} at {masked_url(engine.url)}"
+
+
 def _engine_of(provider: sa.Engine | EngineProvider) -> tuple[sa.Engine, str | None]:
     if isinstance(provider, sa.Engine):
         return provider, None
@@ -68,6 +83,7 @@ class JobRegistryBuilder:
         self._heartbeat_interval = DEFAULT_HEARTBEAT_INTERVAL
         self._shutdown_max_wait: timedelta | None = None
         self._shutdown_hook = True
+        self._require_database = True
         self._customizers: list[Callable[[SchedulerBuilder], Any]] = []
 
     def connection_provider(self, provider: sa.Engine | EngineProvider) -> JobRegistryBuilder:
@@ -133,6 +149,16 @@ class JobRegistryBuilder:
         """Stop at interpreter exit (``atexit``; default on). Integrations pass False and stop
         the registry from their own lifecycle. No signal handler is ever installed."""
         self._shutdown_hook = enabled
+        return self
+
+    def require_database(self, required: bool) -> JobRegistryBuilder:
+        """Whether ``start()`` fails when the jobs database cannot be reached (default True).
+
+        False starts degraded instead: the scheduler keeps retrying, backing off, registers the
+        jobs and runs them once the database answers, and until then reports no successful poll
+        (the health endpoints answer 503). ``start(require_database=...)`` overrides this.
+        """
+        self._require_database = required
         return self
 
     def customize_scheduler(self, customizer: Callable[[SchedulerBuilder], Any]) -> JobRegistryBuilder:
@@ -205,7 +231,13 @@ class JobRegistryBuilder:
             builder.shutdown_max_wait(self._shutdown_max_wait)
         for customize in self._customizers:
             customize(builder)
-        return JobRegistry(builder.build(), names, must_register)
+        return JobRegistry(
+            builder.build(),
+            names,
+            must_register,
+            pool_label=_pool_label(self._provider),
+            require_database=self._require_database,
+        )
 
 
 def _job_handler(job: DistributedJob, name: str) -> Callable[[TaskInstance[Any], ExecutionContext], Any]:
@@ -242,21 +274,73 @@ class JobRegistry:
     def builder() -> JobRegistryBuilder:
         return JobRegistryBuilder()
 
-    def __init__(self, scheduler: Scheduler, job_names: list[str], must_register: list[str]) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        job_names: list[str],
+        must_register: list[str],
+        *,
+        pool_label: str = "the jobs pool",
+        require_database: bool = True,
+    ) -> None:
         self.scheduler = scheduler
         self.job_names = tuple(job_names)
         self._must_register = tuple(must_register)
+        self._pool_label = pool_label
+        self._require_database = require_database
 
-    def start(self) -> None:
-        """Start the scheduler and check that every enabled job has its row.
+    def start(self, *, require_database: bool | None = None) -> None:
+        """Check that the jobs database answers, start the scheduler and check that every
+        enabled job has its row.
+
+        The check is one connection attempt with a short connect timeout, made before any
+        thread starts. When it fails, ``start()`` raises :class:`JobsDatabaseUnavailableError`
+        naming the pool (its config path, name and URL, password masked) and the driver's error
+        — unless ``require_database`` is False (default: the builder's
+        :meth:`~JobRegistryBuilder.require_database`, True), which starts degraded: a WARNING,
+        then the scheduler retries on its own and registers and runs the jobs once the database
+        answers.
 
         Raises :class:`JobRegistryError` naming the jobs without a row — typically because the
-        ``scheduled_tasks`` table is missing or the jobs pool cannot write to it. The scheduler
-        keeps running in that case; call ``stop()``.
+        ``scheduled_tasks`` table is missing or the jobs pool cannot write to it. A failed
+        start leaves no thread running: after a failed connection check nothing was started
+        (``start()`` may be called again); after a failed registration the scheduler is
+        stopped again (build a new registry to try again).
         """
+        required = self._require_database if require_database is None else require_database
         log.info("starting %d distributed job(s): %s", len(self.job_names), list(self.job_names))
+        try:
+            self.scheduler.check_database()
+        except Exception as exc:
+            from ekbatan.distributed_jobs.scheduler.outage import describe
+
+            problem = f"cannot connect to {self._pool_label}: {describe(exc)}"
+            if required:
+                # nothing has started, so start() may be called again once the database is up
+                raise JobsDatabaseUnavailableError(
+                    f"{problem}. Fix the pool's url, user or password, or start the database; "
+                    "start(require_database=False) starts anyway and waits for it"
+                ) from exc
+            log.warning(
+                "%s; starting without it: the scheduler retries, backing off, and the jobs are "
+                "registered and run once the database answers",
+                problem,
+            )
+            self.scheduler.start()
+            return
         self.scheduler.start()
-        self.verify_registration()
+        try:
+            self.verify_registration()
+        except BaseException:
+            self.scheduler.stop()
+            raise
+
+    @property
+    def waiting_for_database(self) -> bool:
+        """True while the scheduler has not polled successfully, or while jobs started without
+        the database still wait for their rows; a degraded start reports this."""
+        scheduler = self.scheduler
+        return scheduler.last_successful_poll is None or bool(scheduler.startup_tasks_pending)
 
     def verify_registration(self) -> None:
         everything = ScheduledExecutionsFilter.all()
@@ -278,6 +362,8 @@ class JobRegistry:
             )
 
     def stop(self) -> None:
+        if self.scheduler.is_shutting_down:
+            return  # stopped already, or by a failed start()
         log.info("stopping distributed jobs")
         self.scheduler.stop()
         log.info("distributed jobs stopped")
@@ -322,7 +408,7 @@ class JobRegistry:
         return received[0]
 
     def __enter__(self) -> JobRegistry:
-        self.start()
+        self.start()  # a failed start() has stopped what it started
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -90,6 +90,7 @@ def ekbatan_lifespan(
     codec: EventCodec | None = None,
     extra_jobs: Iterable[DistributedJob] = (),
     extra_handlers: Iterable[EventHandler[Any]] = (),
+    require_database: bool = True,
 ) -> Callable[[Any], AbstractAsyncContextManager[dict[str, Any]]]:
     """A FastAPI lifespan that builds, starts and stops Ekbatan; ``FastAPI(lifespan=...)``.
 
@@ -99,6 +100,10 @@ def ekbatan_lifespan(
     runtime is on ``app.state.ekbatan`` already) and stops before Ekbatan stops; the state it
     yields is merged into the lifespan state. The returned lifespan can also be entered from
     the application's own: ``async with ekbatan(app) as state: yield {**state, ...}``.
+
+    ``require_database=False`` lets the application start while the jobs database is down
+    (see :func:`~ekbatan.integrations.runtime.build_runtime`); the health router answers 503
+    until the scheduler has polled.
     """
     jobs, handlers = tuple(extra_jobs), tuple(extra_handlers)
 
@@ -112,11 +117,12 @@ def ekbatan_lifespan(
             migrate_on_start=migrate_on_start,
             extra_jobs=jobs,
             extra_handlers=handlers,
+            require_database=require_database,
         )
         try:
             runtime.start()
         except BaseException:
-            runtime.stop()  # a registry that failed its checks keeps polling until stopped
+            runtime.stop()  # closes the pools; a failed start left no scheduler running
             raise
         return runtime
 

@@ -150,6 +150,8 @@ def job_registry_for(
     jobs_pool: ConnectionProvider,
     settings: EkbatanSettings,
     customize_scheduler: Callable[[SchedulerBuilder], Any] | None = None,
+    *,
+    require_database: bool = True,
 ) -> JobRegistry:
     """The job registry of ``jobs`` on ``jobs_pool``; the framework's lifecycle starts and stops it."""
     builder = (
@@ -158,6 +160,7 @@ def job_registry_for(
         .with_jobs(jobs)
         .apply_settings(settings.jobs)
         .register_shutdown_hook(False)
+        .require_database(require_database)
         .customize_scheduler(lambda b: b.scheduler_name(process_scheduler_name()))
     )
     if customize_scheduler is not None:
@@ -204,11 +207,16 @@ def build_runtime(
     extra_jobs: Iterable[DistributedJob] = (),
     extra_handlers: Iterable[EventHandler[Any]] = (),
     customize_scheduler: Callable[[SchedulerBuilder], Any] | None = None,
+    require_database: bool = True,
 ) -> EkbatanRuntime:
     """Build everything; connect to nothing. Raises with the bad key, class or parameter named.
 
     ``customize_scheduler`` adjusts the engine's builder last, as ``JobRegistry``'s escape hatch
     does (e.g. ``lambda b: b.tasks(my_one_time_task).threads(8)``).
+
+    ``require_database`` (default True): ``start()`` fails at once, naming the jobs pool, when
+    its database cannot be reached; False starts degraded instead (the health endpoints answer
+    503 until the scheduler has polled) and the jobs begin when the database answers.
 
     ``container`` is the application's own dependency-injector container: discovered classes
     get their constructor parameters from it (by name, then by type) before Ekbatan's own
@@ -235,7 +243,9 @@ def build_runtime(
         job_registry = None
         if jobs:
             jobs_pool = jobs_connection_provider(settings, strict=True)
-            job_registry = job_registry_for(jobs, jobs_pool, settings, customize_scheduler)
+            job_registry = job_registry_for(
+                jobs, jobs_pool, settings, customize_scheduler, require_database=require_database
+            )
     except BaseException:
         if jobs_pool is not None:
             jobs_pool.close()

@@ -6,14 +6,16 @@ import logging
 import threading
 from collections.abc import Callable
 
+from ekbatan.distributed_jobs.scheduler.outage import FailureLog
 from ekbatan.distributed_jobs.scheduler.waiter import Waiter
 
 log = logging.getLogger(__name__)
 
 
 class RepeatingLoop:
-    """Runs ``step`` now and then every ``interval()`` seconds; a failing step is logged (and
-    reported through ``on_error``) and the loop carries on."""
+    """Runs ``step`` now and then every ``interval()`` seconds; a failing step is logged (a streak
+    of failures once, then summarized: :class:`FailureLog`), reported through ``on_error``, and
+    the loop carries on."""
 
     def __init__(
         self,
@@ -21,12 +23,15 @@ class RepeatingLoop:
         step: Callable[[], None],
         interval: Callable[[], float],
         on_error: Callable[[BaseException], None] | None = None,
+        *,
+        what: str | None = None,
     ) -> None:
         self.name = name
         self._step = step
         self._interval = interval
         self._on_error = on_error
         self.waiter = Waiter()
+        self.failures = FailureLog(what or name, log)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -37,8 +42,9 @@ class RepeatingLoop:
         while not self._stopping.is_set():
             try:
                 self._step()
+                self.failures.succeeded()
             except Exception as exc:
-                log.exception("%s: unexpected error", self.name)
+                self.failures.failed(exc)
                 if self._on_error is not None:
                     self._on_error(exc)
             if self._stopping.is_set():

@@ -15,6 +15,7 @@ from ekbatan.distributed_jobs.scheduler.clock import Clock
 from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.listener import Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler.outage import FailureLog
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.runner import ExecutionRegistry
 
@@ -37,6 +38,7 @@ class HeartbeatUpdater:
         self.clock = clock
         self.listeners = listeners
         self.claims = claims
+        self.failures = FailureLog("updating heartbeats", log)
 
     def run_once(self) -> None:
         queued = self.claims.snapshot() if self.claims is not None else []
@@ -52,11 +54,10 @@ class HeartbeatUpdater:
     def _beat_queued(self, token: int, execution: Execution) -> None:
         try:
             alive = self.repository.update_heartbeat(execution, self.clock.now())
-        except Exception:
-            log.warning(
-                "heartbeat of queued claim %s failed; trying again next round", execution, exc_info=True
-            )
+        except Exception as exc:
+            self.failures.failed(exc)
             return
+        self.failures.succeeded()
         if not alive:
             self.claims.mark_lost(token)  # type: ignore[union-attr]
 
@@ -65,8 +66,8 @@ class HeartbeatUpdater:
         now = self.clock.now()
         try:
             ok = self._update_with_retries(currently)
-        except Exception:
-            log.exception("heartbeat of %s failed unexpectedly", execution)
+        except Exception as exc:
+            self.failures.failed(exc)
             # still a failed heartbeat (db-scheduler: false after the last retry), so the job
             # sees it in failed_heartbeats / has_stale_heartbeat
             currently.heartbeat_state.failed(now)
@@ -74,6 +75,7 @@ class HeartbeatUpdater:
             self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
             self.listeners.on_execution_failed_heartbeat(currently)
             return
+        self.failures.succeeded()
         if ok:
             currently.heartbeat_state.success(now)
             return

@@ -27,6 +27,7 @@ from ekbatan.distributed_jobs.scheduler.contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler.context import SchedulerState
 from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler.outage import FailureLog, backoff
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.runner import CLAIM_LEAD, ExecutionRunner
 from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
@@ -226,6 +227,7 @@ class PollLoop:
         listeners: Listeners,
         polling_interval: timedelta,
         waiter: object,
+        before_poll: Callable[[], None] | None = None,
     ) -> None:
         self.strategy = strategy
         self.repository = repository
@@ -234,6 +236,8 @@ class PollLoop:
         self.listeners = listeners
         self.interval = polling_interval.total_seconds()
         self.waiter = waiter
+        self.before_poll = before_poll
+        self.failures = FailureLog("polling for due executions", log)
         self._thread: threading.Thread | None = None
         self._rechecks: list[float] = []
         self._announced_lock = threading.Lock()
@@ -272,13 +276,18 @@ class PollLoop:
             wait = self.interval
             if not self.state.is_paused:
                 try:
+                    if self.before_poll is not None:
+                        self.before_poll()
                     horizon = self._claim_horizon(self.clock.now())
                     result = self.strategy.run(horizon)
                     self.last_successful_poll = self.clock.now()
+                    self.failures.succeeded()
                     if not result.possibly_more:
                         wait = self._until_next_due(wait, horizon)
-                except Exception:
-                    log.exception("polling for due executions failed")
+                except Exception as exc:
+                    # A database that is down fails every poll alike: one line per streak and
+                    # a summary now and then, and longer pauses so as not to hammer it.
+                    wait = backoff(self.interval, self.failures.failed(exc))
                     self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
                 if self._rechecks:
                     wait = min(wait, self._rechecks.pop(0))

@@ -36,6 +36,7 @@ from ekbatan.distributed_jobs.scheduler.listener import (
     SchedulerListener,
 )
 from ekbatan.distributed_jobs.scheduler.notified_claims import NotifiedClaims
+from ekbatan.distributed_jobs.scheduler.outage import FailureLog, check_connection
 from ekbatan.distributed_jobs.scheduler.polling import (
     FetchStrategy,
     LockAndFetchStrategy,
@@ -271,6 +272,10 @@ class Scheduler(SchedulerClient):
         self.missed_heartbeats_limit = options._missed_heartbeats_limit
         self.shutdown_max_wait = options._shutdown_max_wait
         self._startup_tasks = list(options._startup)
+        # start-up tasks whose on_startup has not succeeded yet (the database was down): the
+        # poller tries them again before each poll until they have
+        self._pending_startup = list(self._startup_tasks)
+        self._startup_failures = FailureLog("scheduling start-up tasks", log)
         self._state_lock = threading.Lock()
         self._started = False
         self._shutting_down = False
@@ -443,6 +448,27 @@ class Scheduler(SchedulerClient):
             if self._shutting_down:
                 raise RuntimeError(f"scheduler {self.name} was stopped; build a new one to start again")
             self._started = True
+        try:
+            self._start()
+        except BaseException:
+            # nothing of a failed start may go on running: stop what did start
+            self.stop()
+            raise
+
+    def check_database(self) -> None:
+        """Connect once through the engine, with a bounded connect timeout, and raise what the
+        driver raised: a wrong password, an unknown database or an unreachable host fails here,
+        before any thread runs. ``start()`` does not call it; the scheduler's loops retry on
+        their own while the database is down."""
+        check_connection(self.repository.engine)
+
+    @property
+    def startup_tasks_pending(self) -> list[str]:
+        """Names of start-up tasks not scheduled yet because their ``on_startup`` failed (the
+        database was down at start); the poller retries them."""
+        return [task.name for task in self._pending_startup]
+
+    def _start(self) -> None:
         log.info(
             "starting scheduler %s: threads=%d, polling=%s (%s, limits %d/%d), heartbeat=%s x %d, "
             "immediate=%s, priority=%s, table=%s, dialect=%s",
@@ -490,7 +516,14 @@ class Scheduler(SchedulerClient):
                 ClaimContention(enabled=not self.options._priority),
             )
         self._poller = PollLoop(
-            strategy, self.repository, self.clock, self, self.listeners, self.polling_interval, self.waiter
+            strategy,
+            self.repository,
+            self.clock,
+            self,
+            self.listeners,
+            self.polling_interval,
+            self.waiter,
+            before_poll=self._retry_startup_tasks,
         )
         self._poller.start()
         self._start_listening()
@@ -500,10 +533,14 @@ class Scheduler(SchedulerClient):
             self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
 
         self._heartbeat_loop = RepeatingLoop(
-            "ekbatan-heartbeat", self.heartbeats.run_once, lambda: hb, unexpected
+            "ekbatan-heartbeat", self.heartbeats.run_once, lambda: hb, unexpected, what="heartbeats"
         )
         self._dead_loop = RepeatingLoop(
-            "ekbatan-dead-executions", self.dead_executions.run_once, lambda: 2 * hb, unexpected
+            "ekbatan-dead-executions",
+            self.dead_executions.run_once,
+            lambda: 2 * hb,
+            unexpected,
+            what="detecting dead executions",
         )
         self._heartbeat_loop.start()
         self._dead_loop.start()
@@ -539,13 +576,22 @@ class Scheduler(SchedulerClient):
         self._listener.start()
 
     def run_startup_tasks(self) -> None:
+        """Run ``on_startup`` of each start-up task not yet done; a failing one stays pending."""
         now = self.clock.now()
-        for task in self._startup_tasks:
+        for task in list(self._pending_startup):
             try:
                 task.on_startup(self._startup_client, now)
-            except Exception:
-                log.exception("scheduling %s on startup failed; continuing", task.name)
+            except Exception as exc:
+                self._startup_failures.failed(exc)
                 self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+            else:
+                self._pending_startup.remove(task)
+        if not self._pending_startup:
+            self._startup_failures.succeeded()
+
+    def _retry_startup_tasks(self) -> None:
+        if self._pending_startup:
+            self.run_startup_tasks()
 
     def stop(self, *, poller_wait: float = 5.0) -> None:
         """Stop polling, let running executions finish (two phases of ``shutdown_max_wait``),

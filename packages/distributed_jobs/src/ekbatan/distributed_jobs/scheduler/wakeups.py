@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
+from ekbatan.distributed_jobs.scheduler.outage import FailureLog, backoff
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class NotificationListener:
         self._thread = threading.Thread(target=self._run, name="ekbatan-notify-listener", daemon=True)
         self._connection: Any = None
         self.listening = threading.Event()
+        self.failures = FailureLog("listening for scheduling notifications", log)
 
     def start(self) -> None:
         self._thread.start()
@@ -139,6 +141,7 @@ class NotificationListener:
         while not self._stopping.is_set():
             try:
                 self._connection = self._connect()
+                self.failures.succeeded()
                 self.listening.set()
                 while not self._stopping.is_set():
                     # short, so stop() is prompt; waking costs no query. The generator holds
@@ -152,13 +155,8 @@ class NotificationListener:
                 if self._stopping.is_set():
                     break
                 self.listening.clear()
-                log.warning(
-                    "listening for scheduling notifications failed (%s: %s); polling continues, retrying in %.0fs",
-                    type(exc).__name__,
-                    exc,
-                    self.reconnect_delay,
-                )
-                self._stopping.wait(self.reconnect_delay)
+                # polling goes on meanwhile; this only delays hearing other processes' schedules
+                self._stopping.wait(backoff(self.reconnect_delay, self.failures.failed(exc)))
             finally:
                 self._close()
 

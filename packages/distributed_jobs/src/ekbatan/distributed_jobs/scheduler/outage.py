@@ -1,0 +1,168 @@
+"""Living through a database that is down: failures logged once per interval with a count,
+growing pauses between retries, and a one-line connectivity check for start-up.
+
+A poller that fails every 50 ms for the 20 s a database restarts would otherwise write 400
+tracebacks that all say the same thing; an operator needs to know that it started failing,
+that it still fails (how often, with what) and when it recovered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+#: while failures go on, one summary line per this many seconds
+SUMMARY_INTERVAL = 60.0
+#: a failing loop retries at its own interval, doubled per failure in a row up to this
+#: (or up to its own interval, when that is longer)
+MAX_BACKOFF = 10.0
+#: seconds the start-up check gives the driver to connect (and log in)
+CHECK_CONNECT_TIMEOUT = 5
+
+# drivers whose connect() takes ``connect_timeout`` in seconds
+_CONNECT_TIMEOUT_DRIVERS = {"psycopg", "psycopg2", "pymysql", "mysqldb", "mariadbconnector"}
+
+
+def backoff(interval: float, failures: int, cap: float = MAX_BACKOFF) -> float:
+    """Seconds to wait after ``failures`` failures in a row of a loop that runs every ``interval``."""
+    if failures <= 0:
+        return interval
+    return min(interval * 2 ** min(failures - 1, 30), max(interval, cap))
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: first line of the message``, passwords masked: what a log line needs of a failure."""
+    from ekbatan.core.persistence.credentials import mask_url_password
+
+    # SQLAlchemy's own text leads with details it added (which pool, which statement); the
+    # driver's error says what went wrong
+    cause = exc.orig if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None else exc
+    lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
+    return f"{type(cause).__name__}: {mask_url_password(' '.join(lines[:2])) if lines else '(no message)'}"
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    # A database error explains itself in one line; anything else may be a bug and gets its
+    # traceback once per streak.
+    return isinstance(exc, sa.exc.DBAPIError | sa.exc.DisconnectionError | sa.exc.TimeoutError | OSError)
+
+
+class FailureLog:
+    """Logs a streak of failures of one activity (``what``): the first at once, then one summary
+    per ``interval`` seconds with the count, then the recovery. Thread-safe."""
+
+    def __init__(
+        self,
+        what: str,
+        logger: logging.Logger,
+        interval: float = SUMMARY_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.what = what
+        self.log = logger
+        self.interval = interval
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._streak = 0
+        self._unreported = 0
+        self._reported_at = 0.0
+
+    @property
+    def failures_in_a_row(self) -> int:
+        return self._streak
+
+    @property
+    def failing_for(self) -> float | None:
+        """Seconds since the streak began, or None when the last attempt succeeded."""
+        since = self._since
+        return None if since is None else self.clock() - since
+
+    def failed(self, exc: BaseException) -> int:
+        """Record a failure; returns the number of failures in a row."""
+        now = self.clock()
+        with self._lock:
+            self._streak += 1
+            streak = self._streak
+            if self._since is None:
+                self._since = now
+                self._reported_at = now
+                self._unreported = 0
+                first = True
+            else:
+                first = False
+                self._unreported += 1
+                if now - self._reported_at < self.interval:
+                    return streak
+                count, self._unreported = self._unreported, 0
+                previous, self._reported_at = self._reported_at, now
+                began = self._since
+        if first:
+            self.log.warning(
+                "%s failed: %s; retrying, and summarizing further failures every %.0fs",
+                self.what,
+                describe(exc),
+                self.interval,
+                exc_info=None if _is_database_error(exc) else exc,
+            )
+        else:
+            self.log.warning(
+                "%s still failing: %d more failure(s) in the last %.0fs, %d in a row over %.0fs; last: %s",
+                self.what,
+                count,
+                now - previous,
+                streak,
+                now - began,
+                describe(exc),
+            )
+        return streak
+
+    def succeeded(self) -> None:
+        if self._since is None:
+            return  # the common case: no lock, no clock
+        with self._lock:
+            since, streak = self._since, self._streak
+            self._since, self._streak, self._unreported = None, 0, 0
+        if since is not None:
+            self.log.warning(
+                "%s recovered after %d failure(s) over %.1fs", self.what, streak, self.clock() - since
+            )
+
+
+_checking = threading.local()
+
+
+def _bounded_connect(dialect: Any, conn_rec: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+    if getattr(_checking, "active", False) and dialect.driver in _CONNECT_TIMEOUT_DRIVERS:
+        cparams.setdefault("connect_timeout", CHECK_CONNECT_TIMEOUT)
+
+
+@contextmanager
+def _bounded(engine: sa.Engine) -> Iterator[None]:
+    if not event.contains(engine, "do_connect", _bounded_connect):
+        event.listen(engine, "do_connect", _bounded_connect)
+    _checking.active = True
+    try:
+        yield
+    finally:
+        _checking.active = False
+
+
+def check_connection(engine: sa.Engine, statement: str | None = None) -> None:
+    """Connect once through ``engine``'s own pool (its connect arguments, events and session
+    setup all apply) and run ``statement`` if given; raises what the driver raised.
+
+    The driver gets ``CHECK_CONNECT_TIMEOUT`` seconds to connect (psycopg, pymysql, mysqlclient,
+    MariaDB Connector/Python, unless the URL or connect arguments set ``connect_timeout``):
+    an unreachable host fails the check instead of hanging it.
+    """
+    with _bounded(engine), engine.connect() as connection:
+        if statement is not None:
+            connection.exec_driver_sql(statement)

@@ -1,0 +1,259 @@
+"""When the jobs database is not there: a wrong login or an unreachable host fails ``start()``
+at once with one error naming the pool, leaving no thread behind; a degraded start waits for
+the database; a database restarted under a running scheduler costs nothing but time.
+
+The outage tests run on private servers of their own (``testsupport.private_servers``): the
+shared ones serve every other test on the machine and must never go down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from ekbatan.core.persistence import ConnectionProvider, DataSourceConfig
+from ekbatan.distributed_jobs import (
+    DistributedJob,
+    JobContext,
+    JobRegistry,
+    JobsDatabaseUnavailableError,
+    Schedules,
+)
+from ekbatan.distributed_jobs.scheduler import Scheduler, Tasks, create_table
+from testsupport import wait_until
+from testsupport.private_servers import PrivateServer, private_server
+
+PASSWORD = "s3cret-Pw"
+CONFIG_PATH = "ekbatan.sharding.groups[0].members[0].configs.jobs-config"
+
+
+class CountingJob(DistributedJob):
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self.runs = 0
+
+    def name(self) -> str:
+        return self._name
+
+    def schedule(self):
+        return Schedules.fixed_delay(timedelta(milliseconds=200))
+
+    def execute(self, context: JobContext) -> None:
+        self.runs += 1
+
+
+def jobs_pool(url: str) -> ConnectionProvider:
+    return ConnectionProvider(
+        DataSourceConfig(url=url, maximum_pool_size=4), name="jobs", config_path=CONFIG_PATH
+    )
+
+
+def registry_on(pool: ConnectionProvider, job: DistributedJob, **customize: object) -> JobRegistry:
+    return (
+        JobRegistry.builder()
+        .connection_provider(pool)
+        .with_job(job)
+        .poll_interval(timedelta(milliseconds=100))
+        .heartbeat_interval(timedelta(milliseconds=500))
+        .shutdown_max_wait(timedelta(seconds=5))
+        .register_shutdown_hook(False)
+        .customize_scheduler(lambda b: b.missed_heartbeats_limit(4).scheduler_name("outage"))
+        .build()
+    )
+
+
+def ekbatan_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.is_alive()}
+
+
+@pytest.fixture
+def private() -> Iterator[Callable[..., PrivateServer]]:
+    """``private(dialect, started=True)``: a private server, removed after the test."""
+    stack: list = []
+
+    def make(dialect: str, started: bool = True) -> PrivateServer:
+        manager = private_server(dialect, started=started)
+        server = manager.__enter__()
+        stack.append(manager)
+        return server
+
+    yield make
+    for manager in reversed(stack):
+        manager.__exit__(None, None, None)
+
+
+# --------------------------------------------------------------------------- fail fast
+BAD_POOLS = {
+    # MariaDB refuses an unknown user at once
+    "mariadb-unknown-user": (
+        f"mysql+pymysql://nosuchuser:{PASSWORD}@127.0.0.1:3306/test",
+        "Access denied for user 'nosuchuser'",
+    ),
+    # PostgreSQL here trusts every local user: an unknown database is its failed login
+    "postgres-unknown-database": (
+        f"postgresql+psycopg://postgres:{PASSWORD}@127.0.0.1:5432/no_such_database_x",
+        'database "no_such_database_x" does not exist',
+    ),
+    "postgres-unreachable": (f"postgresql+psycopg://postgres:{PASSWORD}@127.0.0.1:1/test", "refused"),
+    "mariadb-unreachable": (f"mariadb+pymysql://root:{PASSWORD}@127.0.0.1:1/test", "Can't connect"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_POOLS))
+def test_start_fails_fast_naming_the_pool_and_leaves_no_thread(case: str, caplog: pytest.LogCaptureFixture):
+    url, cause = BAD_POOLS[case]
+    pool = jobs_pool(url)
+    before = ekbatan_threads()
+    try:
+        registry = registry_on(pool, CountingJob(f"never-{uuid.uuid4().hex[:8]}"))
+        caplog.set_level(logging.DEBUG, logger="ekbatan")
+        started = time.monotonic()
+        with pytest.raises(JobsDatabaseUnavailableError) as raised, registry:
+            pytest.fail("the registry must not start")
+        elapsed = time.monotonic() - started
+        message = str(raised.value)
+        assert elapsed < 5, f"start() took {elapsed:.1f}s to fail"
+        assert CONFIG_PATH in message and "(jobs)" in message, message
+        assert cause in message, message
+        assert "***@127.0.0.1" in message and PASSWORD not in message, message
+        assert PASSWORD not in caplog.text
+        # one error, not a log full of tracebacks from threads that should never have started
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+        assert ekbatan_threads() - before == set()
+        assert not registry.scheduler.is_started
+    finally:
+        pool.close()
+
+
+# --------------------------------------------------------------------------- degraded start
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+def test_degraded_start_waits_for_the_database_and_then_works(kind: str, private, caplog):
+    server = private(kind)
+    admin = sa.create_engine(server.url, poolclass=sa.NullPool)
+    create_table(admin)  # migrated earlier; the database is down when the application starts
+    admin.dispose()
+    server.stop()
+
+    pool = jobs_pool(server.url)
+    job = CountingJob("degraded")
+    registry = registry_on(pool, job)
+    caplog.set_level(logging.INFO, logger="ekbatan")
+    try:
+        with pytest.raises(JobsDatabaseUnavailableError):
+            registry.start()  # the default: fail fast
+        registry.start(require_database=False)
+        assert registry.scheduler.is_started
+        assert registry.waiting_for_database
+        assert registry.scheduler.startup_tasks_pending == ["degraded"]
+        time.sleep(2)  # the scheduler keeps retrying meanwhile, quietly
+        assert job.runs == 0 and registry.waiting_for_database
+
+        server.start()
+        wait_until(lambda: job.runs >= 2, timeout=30, message="the job runs once the database is there")
+        assert not registry.waiting_for_database
+        assert registry.scheduler.startup_tasks_pending == []
+        lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(lines) <= 12, "\n".join(r.getMessage() for r in lines)
+        assert any("recovered" in r.getMessage() for r in lines)
+    finally:
+        registry.stop()
+        pool.close()
+
+
+# --------------------------------------------------------------------------- restart mid-run
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+def test_a_database_restart_loses_nothing_and_logs_little(kind: str, private, caplog):
+    server = private(kind)
+    pool = jobs_pool(server.url)
+    engine = pool.engine
+    create_table(engine)
+    done: set[str] = set()
+    recurring_runs: list[float] = []
+    lock = threading.Lock()
+
+    def one_time(instance, ctx) -> None:
+        time.sleep(0.02)
+        with lock:
+            done.add(instance.id)
+
+    def recurring(instance, ctx) -> None:
+        with lock:
+            recurring_runs.append(time.monotonic())
+
+    task = Tasks.one_time("one-time").execute(one_time)
+    tick = Tasks.recurring("tick", Schedules.fixed_delay(timedelta(milliseconds=200))).execute(recurring)
+    scheduler = (
+        Scheduler.create(engine, task)
+        .start_tasks(tick)
+        .threads(4)
+        .polling_interval(timedelta(milliseconds=100))
+        .heartbeat_interval(timedelta(milliseconds=500))
+        .missed_heartbeats_limit(4)
+        .shutdown_max_wait(timedelta(seconds=5))
+        .scheduler_name("restarted")
+        .build()
+    )
+    ids = [f"t{i}" for i in range(300)]
+    now = datetime.now(UTC)
+    # spread over the run, so some are due while the database is down
+    for n, ident in enumerate(ids):
+        scheduler.schedule(task.instance(ident), now + timedelta(milliseconds=20 * n))
+    caplog.set_level(logging.INFO, logger="ekbatan")
+    try:
+        scheduler.start()
+        wait_until(lambda: len(done) >= 20, timeout=20, message="work starts")
+        caplog.clear()
+        server.stop()
+        down_at = time.monotonic()
+        time.sleep(12)
+        server.start()
+        up_at = time.monotonic()
+        outage_lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+        try:
+            wait_until(
+                lambda: done >= set(ids), timeout=25, interval=0.1, message="every one-time task completes"
+            )
+        except AssertionError:
+            with engine.connect() as connection:
+                left = connection.execute(sa.text("SELECT * FROM scheduled_tasks")).all()
+            raise AssertionError(f"missing {sorted(set(ids) - done)}; rows {left}") from None
+        wait_until(
+            lambda: any(t > up_at for t in recurring_runs),
+            timeout=10,
+            message="the recurring task runs again",
+        )
+        # no row stays picked past the dead window (2 s): revived or completed
+        dead_window = timedelta(seconds=2)
+
+        def stale_picked() -> int:
+            with engine.connect() as connection:
+                return connection.execute(
+                    sa.text("SELECT COUNT(*) FROM scheduled_tasks WHERE picked AND last_heartbeat < :old"),
+                    {"old": datetime.now(UTC) - dead_window - timedelta(seconds=1)},
+                ).scalar_one()
+
+        wait_until(lambda: stale_picked() == 0, timeout=10, interval=0.2, message="no stale picked row")
+    finally:
+        scheduler.stop()
+    with engine.connect() as connection:
+        rows = connection.execute(sa.text("SELECT task_name, picked FROM scheduled_tasks")).all()
+    pool.close()
+    assert rows == [("tick", False)], rows
+    # a bounded log: one line per failing activity and its recovery, a few for completions that
+    # were in flight when the server died; not one per poll (12 s at 100 ms is 120 polls)
+    seconds = up_at - down_at
+    assert len(outage_lines) <= 25, f"{len(outage_lines)} lines in {seconds:.0f}s:\n" + "\n".join(
+        f"{r.name}: {r.getMessage()[:160]}" for r in outage_lines
+    )
+    tracebacks = [r for r in outage_lines if r.exc_info]
+    assert len(tracebacks) <= 8, "\n".join(r.getMessage()[:160] for r in tracebacks)
