@@ -194,3 +194,155 @@ def _picked_by(engine: sa.Engine, names: Iterable[str]) -> int:
     )
     with engine.connect() as conn:
         return conn.execute(query, {"names": list(names)}).scalar_one()
+
+
+def _just_after_heartbeat(engine: sa.Engine) -> None:
+    """Return right after the next heartbeat of ``hold`` commits, so that a SIGSTOP then does not
+    freeze its owner inside a write transaction (holding a row lock, or SQLite's write lock)."""
+    beat = _row(engine, HOLD_TASK, "h").last_heartbeat
+    wait_until(
+        lambda: _row(engine, HOLD_TASK, "h").last_heartbeat > beat,
+        timeout=30,
+        interval=0.002,
+        message="a heartbeat",
+    )
+
+
+def _hold_runs(engine: sa.Engine) -> list[tuple[str, int]]:
+    return [(r.node, r.version) for r in _runs(engine, HOLD_TASK)]
+
+
+def _event_count(proc: SchedulerProcess, event: str) -> int:
+    return _status(proc).get(event, 0)
+
+
+# --------------------------------------------------------------------------- stalled process
+@pytest.mark.dialects("postgres", "mariadb", "sqlite")
+def test_stalled_process_cannot_record_a_result_or_overwrite_the_new_owner(database, engine):
+    with scheduler_processes() as procs:
+        stalled = _node(database, procs, "stalled", hold=True)
+        stalled.start()
+        _hold_running(engine, stalled)
+        rescuer = _node(database, procs, "rescuer", hold=True)
+        rescuer.start()
+        _just_after_heartbeat(engine)
+        stalled.signal(signal.SIGSTOP)
+        # version: 1 insert, 2 stalled's claim, 3 revival, 4 rescuer's claim
+        assert rescuer.expect("handler_started", 30)["version"] == 4
+        stalled.signal(signal.SIGCONT)
+        stalled.send("release")
+        stalled.expect("handler_returned", 30)
+        wait_until(
+            lambda: _event_count(stalled, "COMPLETIONHANDLER_ERROR") == 1,
+            timeout=30,
+            interval=0.1,
+            message="the stalled process's completion refused",
+        )
+        # its heartbeats, if any got through, changed nothing either: the rescuer still owns it
+        owned = _row(engine, HOLD_TASK, "h")
+        assert (owned.picked, owned.picked_by, owned.version) == (True, "rescuer", 4)
+        rescuer.send("release")
+        wait_until(
+            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="the rescuer's completion"
+        )
+        stalled_report = stalled.stop()
+        rescuer_report = rescuer.stop()
+
+    assert _hold_runs(engine) == [("stalled", 2), ("rescuer", 4)]
+    assert rescuer_report["events"].get("DEAD_EXECUTION") == 1
+    assert rescuer_report["events"].get("UNEXPECTED_ERROR", 0) == 0, rescuer_report["stderr"][-3000:]
+    # the lost race is a warning in the log, and the process carries on
+    assert "result of hold/h@v2 not recorded: the row changed meanwhile" in stalled_report["stderr"], (
+        stalled_report["stderr"][-3000:]
+    )
+    assert stalled_report["events"].get("COMPLETIONHANDLER_ERROR") == 1
+    assert stalled_report["executing_after_stop"] == 0
+
+
+# --------------------------------------------------------------------------- clock skew
+#: dead after 2 s without a heartbeat, heartbeats every 0.5 s: a process ahead by less than
+#: 2 - 0.5 s (less the heartbeat's own delay) never sees a healthy owner's heartbeat as dead
+WITHIN_TOLERANCE_MS = 1000
+BEYOND_DEAD_WINDOW_MS = 3000
+
+
+@pytest.mark.dialects("postgres", "mariadb", "sqlite")
+def test_clock_ahead_takes_a_healthy_execution_only_beyond_the_documented_tolerance(database, engine):
+    with scheduler_processes() as procs:
+        owner = _node(database, procs, "owner", hold=True)
+        owner.start()
+        _hold_running(engine, owner)
+        ahead = _node(database, procs, "ahead", clock_offset_ms=WITHIN_TOLERANCE_MS)
+        ahead.start()
+        # each detection round (every 2 × heartbeat) is a chance to take it; give it five
+        wait_until(
+            lambda: _event_count(ahead, "RAN_DETECT_DEAD") >= 5,
+            timeout=30,
+            interval=0.2,
+            message="five dead-execution rounds on the process ahead",
+        )
+        kept = _row(engine, HOLD_TASK, "h")
+        assert (kept.picked, kept.picked_by, kept.version) == (True, "owner", 2)
+        assert _event_count(ahead, "DEAD_EXECUTION") == 0
+
+        # the documented limit: ahead by more than the dead window, every heartbeat looks dead
+        far = _node(database, procs, "far-ahead", clock_offset_ms=BEYOND_DEAD_WINDOW_MS)
+        far.start()
+        wait_until(
+            lambda: _event_count(far, "DEAD_EXECUTION") == 1,
+            timeout=30,
+            interval=0.1,
+            message="the process far ahead revives the healthy execution",
+        )
+        assert _event_count(ahead, "DEAD_EXECUTION") == 0
+        owner.send("release")
+        wait_until(
+            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="the revived run completes"
+        )
+        for proc in (owner, ahead, far):
+            proc.stop()
+
+    runs = _hold_runs(engine)
+    assert runs[0] == ("owner", 2) and runs[1][1] == 4 and runs[1][0] in ("ahead", "far-ahead"), runs
+
+
+# --------------------------------------------------------------------------- hung work
+SHUTDOWN_WAIT_S = 1.0
+
+
+@pytest.mark.dialects("postgres", "mariadb", "sqlite")
+def test_hung_job_stalls_nothing_else_and_stop_abandons_it_to_be_revived_elsewhere(database, engine):
+    with scheduler_processes() as procs:
+        hung = _node(
+            database,
+            procs,
+            "hung",
+            hold=True,
+            threads=3,
+            ticks=2,
+            tick_ms=100,
+            shutdown_wait_ms=int(SHUTDOWN_WAIT_S * 1000),
+        )
+        hung.start()
+        _hold_running(engine, hung)
+        # the other jobs of the same process keep running while one hangs
+        since = time.time_ns() // 1000
+        wait_until(
+            lambda: all(sum(r.at_us > since for r in _runs(engine, tick_name(i))) >= 5 for i in range(2)),
+            timeout=30,
+            message="both recurring jobs ran five times beside the hung one",
+        )
+        report = hung.stop()
+        assert _row(engine, HOLD_TASK, "h").picked_by == "hung"  # abandoned, still picked
+        rescuer = _node(database, procs, "rescuer")
+        rescuer.start()
+        wait_until(
+            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="revived and run elsewhere"
+        )
+        rescuer_report = rescuer.stop()
+
+    # both phases waited, and no longer
+    assert 2 * SHUTDOWN_WAIT_S <= report["stop_seconds"] <= 2 * SHUTDOWN_WAIT_S + 0.5, report["stop_seconds"]
+    assert "abandoning executions still running" in report["stderr"]
+    assert _hold_runs(engine) == [("hung", 2), ("rescuer", 4)]
+    assert rescuer_report["events"].get("DEAD_EXECUTION") == 1
