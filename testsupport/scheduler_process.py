@@ -241,12 +241,23 @@ def _child(argv: list[str]) -> int:
 class SchedulerProcess:
     """One child scheduler; always end it with :meth:`kill` (or use :func:`scheduler_processes`)."""
 
-    def __init__(self, url: str, name: str, scenario: str, **options: Any) -> None:
+    def __init__(
+        self, url: str, name: str, scenario: str | None = None, *, script: Path | None = None, **options: Any
+    ) -> None:
+        """``script``: another node script speaking the same line protocol (default: this
+        module). Options become ``--option value``; ``True`` becomes a bare ``--option``."""
         self.name = name
-        argv = [sys.executable, "-m", "testsupport.scheduler_process"]
-        argv += ["--url", url, "--name", name, "--scenario", scenario]
+        argv = (
+            [sys.executable, "-m", "testsupport.scheduler_process"]
+            if script is None
+            else [sys.executable, str(script)]
+        )
+        argv += ["--url", url, "--name", name]
+        if scenario is not None:
+            argv += ["--scenario", scenario]
         for key, value in options.items():
-            argv += [f"--{key.replace('_', '-')}", str(value)]
+            flag = f"--{key.replace('_', '-')}"
+            argv += [flag] if value is True else [flag, str(value)]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
         self._stderr = tempfile.TemporaryFile(mode="w+", prefix=f"ekbatan-{name}-")  # noqa: SIM115

@@ -1,0 +1,196 @@
+"""One scheduler process of the fault-injection tests (``test_faults_scheduler.py``).
+
+``python integration-tests/scheduler_fault_node.py --url URL --name NAME [options]`` with the
+repository root on ``PYTHONPATH``. It knows these tasks; every handler call first inserts
+(task, instance, pid, node, version, time) into ``fault_runs``, in its own transaction, so the
+test reads what ran from that table rather than from this process's memory:
+
+* ``work`` (one-time): then sleeps ``--work-ms``;
+* ``tick-0`` … ``tick-N`` (recurring, fixed delay ``--tick-ms``; ``--ticks N`` of them, started
+  on ``start``);
+* ``hold`` (one-time): with ``--hold``, waits until the ``release`` command, ignoring shutdown (a
+  hung handler); without it, returns at once.
+
+``--priority`` enables priorities (recurring tasks before one-time ones when both are due).
+``--clock-offset-ms`` runs the scheduler on a clock that many milliseconds ahead of the system's.
+
+Commands on stdin: ``start``, ``status`` (a ``status`` line with the scheduler events counted so
+far), ``release``, ``stop`` (a ``report`` line with the events and how long ``stop()`` took; then
+the process exits, abandoning any hung handler). Replies are JSON lines on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler import (
+    Scheduler,
+    SchedulerEventType,
+    SchedulerListener,
+    Schedules,
+    SystemClock,
+    Tasks,
+)
+
+WORK_TASK = "work"
+HOLD_TASK = "hold"
+
+METADATA = sa.MetaData()
+FAULT_RUNS = sa.Table(
+    "fault_runs",
+    METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task", sa.String(50), nullable=False),
+    sa.Column("instance", sa.String(100), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("node", sa.String(50), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("at_us", sa.BigInteger, nullable=False),
+)
+
+
+def tick_name(i: int) -> str:
+    return f"tick-{i}"
+
+
+class OffsetClock(SystemClock):
+    """The system clock, shifted: a machine whose clock is wrong by ``offset``."""
+
+    def __init__(self, offset: timedelta) -> None:
+        self.offset = offset
+
+    def now(self) -> datetime:
+        return super().now() + self.offset
+
+
+def _emit(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--poll-ms", type=int, default=50)
+    parser.add_argument("--hb-ms", type=int, default=500)
+    parser.add_argument("--missed-limit", type=int, default=4)
+    parser.add_argument("--shutdown-wait-ms", type=int, default=2000)
+    parser.add_argument("--work-ms", type=int, default=10)
+    parser.add_argument("--ticks", type=int, default=0)
+    parser.add_argument("--tick-ms", type=int, default=200)
+    parser.add_argument("--hold", action="store_true")
+    parser.add_argument("--clock-offset-ms", type=int, default=0)
+    parser.add_argument("--priority", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format=f"%(asctime)s {args.name} %(threadName)s %(levelname)s %(name)s: %(message)s",
+    )
+    # the engine's INFO lines per poll would drown the ones the tests look for
+    logging.getLogger("ekbatan.distributed_jobs.scheduler.polling").setLevel(logging.WARNING)
+
+    engine = sa.create_engine(args.url, pool_size=args.threads + 5, max_overflow=10)
+    pid = os.getpid()
+    released = threading.Event()
+
+    def record(instance: Any, ctx: Any) -> None:
+        with engine.begin() as conn:
+            conn.execute(
+                FAULT_RUNS.insert().values(
+                    task=ctx.execution.task_name,
+                    instance=instance.id,
+                    pid=pid,
+                    node=args.name,
+                    version=ctx.execution.version,
+                    at_us=time.time_ns() // 1000,
+                )
+            )
+
+    def work(instance: Any, ctx: Any) -> None:
+        record(instance, ctx)
+        time.sleep(args.work_ms / 1000)
+
+    def hold(instance: Any, ctx: Any) -> None:
+        record(instance, ctx)
+        _emit("handler_started", id=instance.id, version=ctx.execution.version)
+        if args.hold:
+            released.wait()
+            _emit("handler_returned", id=instance.id, version=ctx.execution.version)
+
+    ticks = [
+        Tasks.recurring(tick_name(i), Schedules.fixed_delay(timedelta(milliseconds=args.tick_ms))).execute(
+            record
+        )
+        for i in range(args.ticks)
+    ]
+    events: dict[str, int] = {}
+    lock = threading.Lock()
+
+    class Counter(SchedulerListener):
+        def on_scheduler_event(self, event: SchedulerEventType) -> None:
+            with lock:
+                events[event.name] = events.get(event.name, 0) + 1
+
+    clock = OffsetClock(timedelta(milliseconds=args.clock_offset_ms))
+    builder = (
+        Scheduler.create(
+            engine, Tasks.one_time(WORK_TASK).execute(work), Tasks.one_time(HOLD_TASK).execute(hold)
+        )
+        .start_tasks(*ticks)
+        .threads(args.threads)
+        .polling_interval(timedelta(milliseconds=args.poll_ms))
+        .heartbeat_interval(timedelta(milliseconds=args.hb_ms))
+        .missed_heartbeats_limit(args.missed_limit)
+        .shutdown_max_wait(timedelta(milliseconds=args.shutdown_wait_ms))
+        .scheduler_name(args.name)
+        .clock(clock)
+        .add_listener(Counter())
+    )
+    scheduler = (builder.enable_priority() if args.priority else builder).build()
+    _emit("built", pid=pid)
+
+    def counted() -> dict[str, int]:
+        with lock:
+            return dict(events)
+
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "start":
+            scheduler.start()
+            _emit("started")
+        elif command == "status":
+            _emit("status", events=counted())
+        elif command == "release":
+            released.set()
+        elif command == "stop":
+            began = time.monotonic()
+            scheduler.stop()
+            _emit(
+                "report",
+                events=counted(),
+                stop_seconds=time.monotonic() - began,
+                executing_after_stop=len(scheduler.get_currently_executing()),
+            )
+            engine.dispose()
+            # worker threads are daemons: a hung handler dies with the process
+            return 0
+        elif command:
+            _emit("error", message=f"unknown command {command!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

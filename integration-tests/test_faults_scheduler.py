@@ -1,0 +1,348 @@
+"""Faults injected into real scheduler processes: SIGKILL, SIGSTOP, a clock that runs ahead, a
+handler that never returns.
+
+Every process is ``scheduler_fault_node.py`` (next to this file) on one shared database; what
+ran is read from the ``fault_runs`` table its handlers write, and the state from
+``scheduled_tasks`` itself. Heartbeats every 0.5 s, dead after 4 missed (2 s). Every child is
+killed on the way out, whatever happens.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import signal
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler import Execution, SchedulerClient, TaskInstance, create_table
+from testsupport import IsolatedDatabase, wait_until
+from testsupport.scheduler_process import SchedulerProcess, scheduler_processes
+
+NODE = Path(__file__).resolve().with_name("scheduler_fault_node.py")
+sys.path.insert(0, str(NODE.parent))
+from scheduler_fault_node import HOLD_TASK, METADATA, WORK_TASK, tick_name  # noqa: E402
+
+pytestmark = pytest.mark.cluster
+
+HB_S = 0.5
+MISSED_LIMIT = 4
+DEAD_AFTER_S = HB_S * MISSED_LIMIT
+OPTIONS = {"hb_ms": int(HB_S * 1000), "missed_limit": MISSED_LIMIT, "poll_ms": 50}
+
+TICKS = 5
+TICK_MS = 200
+
+
+@pytest.fixture
+def engine(database: IsolatedDatabase) -> Iterator[sa.Engine]:
+    """An engine on a fresh database holding ``scheduled_tasks`` and ``fault_runs``."""
+    eng = database.engine()
+    create_table(eng)
+    METADATA.create_all(eng)
+    yield eng
+    eng.dispose()
+
+
+def _node(
+    database: IsolatedDatabase, procs: list[SchedulerProcess], name: str, **options: object
+) -> SchedulerProcess:
+    proc = SchedulerProcess(database.url, name, script=NODE, **{**OPTIONS, **options})
+    procs.append(proc)
+    return proc
+
+
+def _runs(engine: sa.Engine, task: str | None = None) -> list[sa.Row]:
+    query = "SELECT task, instance, pid, node, version, at_us FROM fault_runs"
+    params = {}
+    if task is not None:
+        query += " WHERE task = :task"
+        params["task"] = task
+    with engine.connect() as conn:
+        return list(conn.execute(sa.text(query + " ORDER BY id"), params))
+
+
+def _scalar(engine: sa.Engine, query: str, **params: object) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.text(query), params).scalar_one()
+
+
+def _row(engine: sa.Engine, task: str, instance_id: str) -> Execution | None:
+    return SchedulerClient(engine).repository.get_execution(task, instance_id)
+
+
+def _status(proc: SchedulerProcess) -> dict[str, int]:
+    proc.send("status")
+    return proc.expect("status", 30)["events"]
+
+
+def _hold_running(engine: sa.Engine, owner: SchedulerProcess) -> Execution:
+    """Schedule ``hold``; return its row once ``owner`` runs it and has heartbeated after the claim."""
+    SchedulerClient(engine).schedule(TaskInstance(HOLD_TASK, "h"))
+    assert owner.expect("handler_started", 60)["version"] == 2
+    claimed = _row(engine, HOLD_TASK, "h")
+    assert claimed is not None and claimed.picked_by == owner.name
+    wait_until(
+        lambda: _row(engine, HOLD_TASK, "h").last_heartbeat > claimed.last_heartbeat,
+        timeout=30,
+        message="a heartbeat after the claim",
+    )
+    return claimed
+
+
+# --------------------------------------------------------------------------- workers killed
+TASKS = 5000
+KILL_EVERY_S = 2.0
+#: a recurring job's longest pause: its owner killed right after a run, so dead-window + one
+#: detection period (2 × heartbeat) + the fixed delay + polling, and slack for a loaded machine
+MAX_TICK_GAP_S = DEAD_AFTER_S + 2 * HB_S + TICK_MS / 1000 + 2.5
+
+
+@pytest.mark.dialects("postgres", "mariadb", "sqlite")
+def test_workers_killed_repeatedly_every_task_completes_and_recurring_jobs_keep_their_cadence(
+    database, engine
+):
+    # Without priorities the engine runs due rows oldest first, so a backlog due before a
+    # recurring job's next slot delays it until the backlog is drained; priorities put it first.
+    node_options = {"threads": 6, "work_ms": 25, "ticks": TICKS, "tick_ms": TICK_MS, "priority": True}
+    killed: dict[int, str] = {}  # pid -> name
+    killed_holding = 0
+    with scheduler_processes() as procs:
+        stable = [_node(database, procs, f"stable-{i}", **node_options) for i in range(1, 4)]
+        for proc in stable:
+            proc.start()
+        began = time.monotonic()
+        assert SchedulerClient(engine, priority_enabled=True).schedule_batch(
+            [TaskInstance(WORK_TASK, str(i)) for i in range(TASKS)]
+        )
+        remaining = TASKS
+        victim_no = 0
+        while remaining:
+            victim_no += 1
+            victim = _node(database, procs, f"victim-{victim_no}", **node_options)
+            victim.start()
+            pid = victim.pid
+            kill_at = time.monotonic() + KILL_EVERY_S
+            while time.monotonic() < kill_at and (
+                remaining := _scalar(engine, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'work'")
+            ):
+                time.sleep(0.05)
+            holding = _scalar(
+                engine, "SELECT COUNT(*) FROM scheduled_tasks WHERE picked_by = :n", n=victim.name
+            )
+            victim.signal(signal.SIGKILL)
+            assert victim.wait(30) == -signal.SIGKILL
+            killed[pid] = victim.name
+            killed_holding += holding > 0
+        drained_s = time.monotonic() - began
+
+        # every row a killed process held is revived and finished by the others
+        wait_until(
+            lambda: _picked_by(engine, killed.values()) == 0,
+            timeout=3 * DEAD_AFTER_S + 10,
+            message="no row left picked by a killed process",
+        )
+        settled = time.time_ns() // 1000
+        # the recurring jobs keep running after the last kill too
+        wait_until(
+            lambda: all(any(r.at_us > settled for r in _runs(engine, tick_name(i))) for i in range(TICKS)),
+            timeout=MAX_TICK_GAP_S + 5,
+            message="every recurring job ran after the last kill",
+        )
+        reports = {proc.name: proc.stop() for proc in stable}
+
+    print(
+        f"{TASKS} tasks drained in {drained_s:.1f}s with {len(killed)} kills ({killed_holding} holding rows)"
+    )
+    assert len(killed) >= 2, f"only {len(killed)} kill(s): the workload ended too soon to test anything"
+    assert killed_holding >= 1, "no victim held a row when killed"
+
+    work = _runs(engine, WORK_TASK)
+    by_instance = collections.defaultdict(list)
+    for run in work:
+        by_instance[run.instance].append(run.pid)
+    assert set(by_instance) == {str(i) for i in range(TASKS)}, "some one-time tasks never ran"
+    # at least once; more than once only where the other runs were by killed processes
+    for instance, pids in by_instance.items():
+        survivors = [p for p in pids if p not in killed]
+        assert len(survivors) <= 1, f"task {instance} ran {len(survivors)} times on live processes: {pids}"
+    duplicated = sum(len(p) > 1 for p in by_instance.values())
+    print(f"{duplicated} task(s) ran twice (each time once by a killed process)")
+    assert _scalar(engine, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'work'") == 0
+
+    for i in range(TICKS):
+        times = [r.at_us for r in _runs(engine, tick_name(i))]
+        gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(times)]
+        assert max(gaps) <= MAX_TICK_GAP_S, f"tick-{i} paused {max(gaps):.2f}s (limit {MAX_TICK_GAP_S}s)"
+
+    for name, report in reports.items():
+        assert report["events"].get("UNEXPECTED_ERROR", 0) == 0, (
+            f"{name}: {report['events']}\n{report['stderr'][-3000:]}"
+        )
+        assert report["executing_after_stop"] == 0
+    assert sum(r["events"].get("DEAD_EXECUTION", 0) for r in reports.values()) >= killed_holding
+
+
+def _picked_by(engine: sa.Engine, names: Iterable[str]) -> int:
+    query = sa.text("SELECT COUNT(*) FROM scheduled_tasks WHERE picked_by IN :names").bindparams(
+        sa.bindparam("names", expanding=True)
+    )
+    with engine.connect() as conn:
+        return conn.execute(query, {"names": list(names)}).scalar_one()
+
+
+def _just_after_heartbeat(engine: sa.Engine) -> None:
+    """Return right after the next heartbeat of ``hold`` commits, so that a SIGSTOP then does not
+    freeze its owner inside a write transaction (holding a row lock, or SQLite's write lock)."""
+    beat = _row(engine, HOLD_TASK, "h").last_heartbeat
+    wait_until(
+        lambda: _row(engine, HOLD_TASK, "h").last_heartbeat > beat,
+        timeout=30,
+        interval=0.002,
+        message="a heartbeat",
+    )
+
+
+def _hold_runs(engine: sa.Engine) -> list[tuple[str, int]]:
+    return [(r.node, r.version) for r in _runs(engine, HOLD_TASK)]
+
+
+def _event_count(proc: SchedulerProcess, event: str) -> int:
+    return _status(proc).get(event, 0)
+
+
+# --------------------------------------------------------------------------- stalled process
+@pytest.mark.dialects("postgres", "mariadb", "sqlite")
+def test_stalled_process_cannot_record_a_result_or_overwrite_the_new_owner(database, engine):
+    with scheduler_processes() as procs:
+        stalled = _node(database, procs, "stalled", hold=True)
+        stalled.start()
+        _hold_running(engine, stalled)
+        rescuer = _node(database, procs, "rescuer", hold=True)
+        rescuer.start()
+        _just_after_heartbeat(engine)
+        stalled.signal(signal.SIGSTOP)
+        # version: 1 insert, 2 stalled's claim, 3 revival, 4 rescuer's claim
+        assert rescuer.expect("handler_started", 30)["version"] == 4
+        stalled.signal(signal.SIGCONT)
+        stalled.send("release")
+        stalled.expect("handler_returned", 30)
+        wait_until(
+            lambda: _event_count(stalled, "COMPLETIONHANDLER_ERROR") == 1,
+            timeout=30,
+            interval=0.1,
+            message="the stalled process's completion refused",
+        )
+        # its heartbeats, if any got through, changed nothing either: the rescuer still owns it
+        owned = _row(engine, HOLD_TASK, "h")
+        assert (owned.picked, owned.picked_by, owned.version) == (True, "rescuer", 4)
+        rescuer.send("release")
+        wait_until(
+            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="the rescuer's completion"
+        )
+        stalled_report = stalled.stop()
+        rescuer_report = rescuer.stop()
+
+    assert _hold_runs(engine) == [("stalled", 2), ("rescuer", 4)]
+    assert rescuer_report["events"].get("DEAD_EXECUTION") == 1
+    assert rescuer_report["events"].get("UNEXPECTED_ERROR", 0) == 0, rescuer_report["stderr"][-3000:]
+    # the lost race is a warning in the log, and the process carries on
+    assert "result of hold/h@v2 not recorded: the row changed meanwhile" in stalled_report["stderr"], (
+        stalled_report["stderr"][-3000:]
+    )
+    assert stalled_report["events"].get("COMPLETIONHANDLER_ERROR") == 1
+    assert stalled_report["executing_after_stop"] == 0
+
+
+# --------------------------------------------------------------------------- clock skew
+#: dead after 2 s without a heartbeat, heartbeats every 0.5 s: a process ahead by less than
+#: 2 - 0.5 s (less the heartbeat's own delay) never sees a healthy owner's heartbeat as dead
+WITHIN_TOLERANCE_MS = 1000
+BEYOND_DEAD_WINDOW_MS = 3000
+
+
+@pytest.mark.dialects("postgres", "mariadb", "sqlite")
+def test_clock_ahead_takes_a_healthy_execution_only_beyond_the_documented_tolerance(database, engine):
+    with scheduler_processes() as procs:
+        owner = _node(database, procs, "owner", hold=True)
+        owner.start()
+        _hold_running(engine, owner)
+        ahead = _node(database, procs, "ahead", clock_offset_ms=WITHIN_TOLERANCE_MS)
+        ahead.start()
+        # each detection round (every 2 × heartbeat) is a chance to take it; give it five
+        wait_until(
+            lambda: _event_count(ahead, "RAN_DETECT_DEAD") >= 5,
+            timeout=30,
+            interval=0.2,
+            message="five dead-execution rounds on the process ahead",
+        )
+        kept = _row(engine, HOLD_TASK, "h")
+        assert (kept.picked, kept.picked_by, kept.version) == (True, "owner", 2)
+        assert _event_count(ahead, "DEAD_EXECUTION") == 0
+
+        # the documented limit: ahead by more than the dead window, every heartbeat looks dead
+        far = _node(database, procs, "far-ahead", clock_offset_ms=BEYOND_DEAD_WINDOW_MS)
+        far.start()
+        wait_until(
+            lambda: _event_count(far, "DEAD_EXECUTION") == 1,
+            timeout=30,
+            interval=0.1,
+            message="the process far ahead revives the healthy execution",
+        )
+        assert _event_count(ahead, "DEAD_EXECUTION") == 0
+        owner.send("release")
+        wait_until(
+            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="the revived run completes"
+        )
+        for proc in (owner, ahead, far):
+            proc.stop()
+
+    runs = _hold_runs(engine)
+    assert runs[0] == ("owner", 2) and runs[1][1] == 4 and runs[1][0] in ("ahead", "far-ahead"), runs
+
+
+# --------------------------------------------------------------------------- hung work
+SHUTDOWN_WAIT_S = 1.0
+
+
+@pytest.mark.dialects("postgres", "mariadb", "sqlite")
+def test_hung_job_stalls_nothing_else_and_stop_abandons_it_to_be_revived_elsewhere(database, engine):
+    with scheduler_processes() as procs:
+        hung = _node(
+            database,
+            procs,
+            "hung",
+            hold=True,
+            threads=3,
+            ticks=2,
+            tick_ms=100,
+            shutdown_wait_ms=int(SHUTDOWN_WAIT_S * 1000),
+        )
+        hung.start()
+        _hold_running(engine, hung)
+        # the other jobs of the same process keep running while one hangs
+        since = time.time_ns() // 1000
+        wait_until(
+            lambda: all(sum(r.at_us > since for r in _runs(engine, tick_name(i))) >= 5 for i in range(2)),
+            timeout=30,
+            message="both recurring jobs ran five times beside the hung one",
+        )
+        report = hung.stop()
+        assert _row(engine, HOLD_TASK, "h").picked_by == "hung"  # abandoned, still picked
+        rescuer = _node(database, procs, "rescuer")
+        rescuer.start()
+        wait_until(
+            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="revived and run elsewhere"
+        )
+        rescuer_report = rescuer.stop()
+
+    # both phases waited, and no longer
+    assert 2 * SHUTDOWN_WAIT_S <= report["stop_seconds"] <= 2 * SHUTDOWN_WAIT_S + 0.5, report["stop_seconds"]
+    assert "abandoning executions still running" in report["stderr"]
+    assert _hold_runs(engine) == [("hung", 2), ("rescuer", 4)]
+    assert rescuer_report["events"].get("DEAD_EXECUTION") == 1
