@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         engine_options,
         install_idle_ping,
         translate_jdbc_url,
+        validate_sql_identifier,
     )
     from ekbatan.core.sharding import (
         DatabaseRegistry,
@@ -150,6 +151,7 @@ __all__ = [
     "settings_from_document",
     "translate_jdbc_url",
     "validate_namespace",
+    "validate_sql_identifier",
 ]
 
 __getattr__, __dir__ = _lazy_exports(
@@ -218,6 +220,7 @@ __getattr__, __dir__ = _lazy_exports(
             "engine_options",
             "install_idle_ping",
             "translate_jdbc_url",
+            "validate_sql_identifier",
         ),
         "ekbatan.core.sharding": (
             "DatabaseRegistry",

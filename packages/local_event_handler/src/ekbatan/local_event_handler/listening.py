@@ -118,5 +118,9 @@ def _connect(manager: TransactionManager) -> Any:
     for option, value in _KEEPALIVES.items():
         cparams.setdefault(option, value)
     connection = engine.dialect.loaded_dbapi.connect(*cargs, **cparams)
-    connection.autocommit = True
+    try:
+        connection.autocommit = True
+    except BaseException:
+        connection.close()
+        raise
     return connection

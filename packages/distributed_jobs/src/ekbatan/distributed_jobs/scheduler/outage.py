@@ -9,6 +9,7 @@ that it still fails (how often, with what) and when it recovered.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,10 +38,17 @@ def backoff(interval: float, failures: int, cap: float = MAX_BACKOFF) -> float:
     return min(interval * 2 ** min(failures - 1, 30), max(interval, cap))
 
 
+# scheme://user:password@host in a driver's message: the password is masked. (The engine stays
+# independent of ekbatan.core, whose credentials module does this for settings and pools.)
+_PASSWORD_IN_URL = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*:)[^\s/?#@]+(?=@)")
+
+
+def mask_url_password(text: str) -> str:
+    return _PASSWORD_IN_URL.sub(lambda match: match.group("head") + "***", text)
+
+
 def describe(exc: BaseException) -> str:
     """``Type: first line of the message``, passwords masked: what a log line needs of a failure."""
-    from ekbatan.core.persistence.credentials import mask_url_password
-
     # SQLAlchemy's own text leads with details it added (which pool, which statement); the
     # driver's error says what went wrong
     cause = exc.orig if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None else exc

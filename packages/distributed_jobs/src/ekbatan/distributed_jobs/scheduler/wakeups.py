@@ -131,10 +131,14 @@ class NotificationListener:
         for option, value in KEEPALIVES.items():
             cparams.setdefault(option, value)
         connection = self.engine.dialect.loaded_dbapi.connect(*cargs, **cparams)
-        connection.autocommit = True
-        connection.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
-        name = connection.execute(f"SELECT {self.channel}").fetchone()[0]
-        connection.execute(f'LISTEN "{name}"')
+        try:
+            connection.autocommit = True
+            connection.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            name = connection.execute(f"SELECT {self.channel}").fetchone()[0]
+            connection.execute(f'LISTEN "{name}"')
+        except BaseException:
+            connection.close()  # not yet ours to close later: it never reached self._connection
+            raise
         return connection
 
     def _run(self) -> None:
