@@ -8,7 +8,7 @@ test, never the engine or SQLAlchemy. ``bench/peers.py`` starts it as::
 
 and reads one JSON object from its last line of stdout.
 
-Method (spec/peers-benchmark.md): recreate the peer's own database ``bench_<peer>_<random>``
+Method: recreate the peer's own database ``bench_<peer>_<random>``
 and install its schema with its own API; bulk-enqueue N no-op jobs with its bulk API (timed:
 the enqueue rate); spawn K worker processes, each imports, connects, reports ready and blocks
 on an Event; t0 = set the Event; poll the peer's unfinished-job count every 50 ms, t1 when it

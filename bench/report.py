@@ -163,7 +163,7 @@ def goals(d: dict[str, Any]) -> list[str]:
     fetch_rows = [r for r in _tp(d, "postgres", strategy="fetch") if r.get("exec_per_xact")]
     # Strict mode is db-scheduler's own write pattern (claim + delete, two commits per
     # execution), so 0.5 is its ceiling before any poll; it is compared with what db-scheduler
-    # itself measured with 4 instances (spec §13: 2000/9000, 2560/11000, 4000/22000).
+    # itself published for 4 instances (2000/9000, 2560/11000, 4000/22000 executions/s).
     for strict, goal, note, target, target_text in (
         (
             False,
@@ -308,8 +308,8 @@ def section_peers(d: dict[str, Any]) -> list[str]:
     if p.get("status") != "ok":
         return [*out, f"Status: {p.get('status')}", ""]
     out += [
-        "`bench/peer_runner.py` in the benchmark-only venv `bench/.venv-peers` (the method of "
-        "spec/peers-benchmark.md: own database, bulk enqueue, K spawned workers released together, "
+        "`bench/peer_runner.py` in the benchmark-only venv `bench/.venv-peers` (the method: "
+        "own database, bulk enqueue, K spawned workers released together, "
         "unfinished count polled every 50 ms). Ratios: the best engine configuration with the same "
         "number of processes (batched mode) / the peer.",
         "",

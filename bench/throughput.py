@@ -1,6 +1,6 @@
 """Throughput: N trivial one-time executions due at once, drained by K scheduler processes.
 
-Method (the peers harness of spec/peers-benchmark.md, applied to the engine):
+Method (the same harness as the peers', applied to the engine):
 
 1. empty ``scheduled_tasks``, insert N due rows server-side, ``VACUUM ANALYZE``;
 2. start K scheduler processes (spawn); each imports, builds its scheduler, opens its pool

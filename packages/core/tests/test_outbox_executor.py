@@ -1,4 +1,5 @@
-"""ActionExecutor on one shard: the rows of spec §4.2, rollback, routing, reading through the session."""
+"""ActionExecutor on one shard: the eventlog rows an action writes (one per event, or one sentinel
+row), rollback, routing, reading through the session."""
 
 import uuid
 import warnings

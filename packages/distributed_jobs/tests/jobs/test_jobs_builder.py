@@ -1,5 +1,5 @@
-"""``JobRegistry.builder()`` without a database (spec §6.1 JobRegistryBuilderTest and
-JobRegistryDialectPinningTest), and the ``@distributed_job`` marker.
+"""``JobRegistry.builder()`` without a database — its validations and the dialect pinned from
+the URL without connecting — and the ``@distributed_job`` marker.
 
 Every build here points at hosts that do not resolve (``.invalid``, RFC 2606): building must
 never open a connection, which a ``do_connect`` listener on each engine double-checks.

@@ -2,7 +2,7 @@
 
 * Three jobs, both nodes registering all three: every slot runs exactly once — no fencing
   token or slot twice, no two runs of one job overlapping, no slot skipped.
-* Spec §6.7 gap (crash recovery): ``kill -9`` the node running a long job (heartbeat 1 s ×
+* Crash recovery: ``kill -9`` the node running a long job (heartbeat 1 s ×
   4 missed); the surviving node runs the job again once the row is old enough to be dead.
 
 The nodes are ``jobs_cluster_node.py`` next to this file; each run of a job is a row in

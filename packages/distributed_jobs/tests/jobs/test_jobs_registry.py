@@ -1,8 +1,9 @@
-"""``JobRegistry`` against real databases (spec §6.2 JobRegistryIntegrationTest, run on
-PostgreSQL, MariaDB and SQLite), plus failures, ``async def`` jobs, the job context,
+"""``JobRegistry`` against real databases (PostgreSQL, MariaDB and SQLite): start-up
+verification, disabled schedules, a job running on schedule, exclusivity across registries,
+the customizer applied last, plus failures, ``async def`` jobs, the job context,
 cooperative shutdown and bailing out on ``fraction_dead``.
 
-Timings follow the spec: fixed delay 200 ms, poll 50 ms, heartbeat 1 s, shutdown wait 2 s,
+Timings: fixed delay 200 ms, poll 50 ms, heartbeat 1 s, shutdown wait 2 s,
 and a 2 s run window where the scenario is "run for 2 s, then count".
 """
 

@@ -1,4 +1,4 @@
-"""SchedulerClient (spec §7, §12.5 SchedulerClientTest), standalone and on the scheduler, on
+"""SchedulerClient: schedule, reschedule, cancel and list, standalone and on the scheduler, on
 every dialect — including scheduling inside the caller's own transaction."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The engine across real OS processes (spec §12.1, §4.3, §4.6, §4.7).
+"""The engine across real OS processes: every execution exactly once, heartbeats, dead-execution
+revival and fencing.
 
 Each scheduler runs in its own child process (``testsupport/scheduler_process.py``) against one
 shared database; the children report what they executed and which events they saw, and the
@@ -32,7 +33,7 @@ from testsupport.scheduler_process import (
 pytestmark = pytest.mark.cluster
 
 EXECUTIONS = 10_000
-#: spec §12.1 accepts after 30 s; the machine is shared with other test runs, so wait longer
+#: db-scheduler's own cluster test accepts after 30 s; the machine is shared with other test runs, so wait longer
 #: (the assertions stay exact)
 CLUSTER_DEADLINE = 120.0
 RECURRING_RUN_SECONDS = 5.0
@@ -78,7 +79,7 @@ def _no_trouble(name: str, report: dict) -> None:
     assert report["executing_after_stop"] == 0, f"{name} still executing after stop"
 
 
-# --------------------------------------------------------------------------- §12.1 concurrency
+# --------------------------------------------------------------------------- concurrency
 def _each_runs_once(
     database: IsolatedDatabase,
     engine: sa.Engine,
@@ -160,7 +161,7 @@ def test_due_now_schedules_claimed_from_notifications_run_exactly_once(database,
     assert sum(claimed.values()) > 0, f"no execution was claimed from its notification: {claimed}"
 
 
-# --------------------------------------------------------------------------- §12.1 recurring
+# --------------------------------------------------------------------------- recurring
 def test_recurring_task_shared_by_two_processes_never_overlaps(database, engine):
     with scheduler_processes() as procs:
         for i in (1, 2):

@@ -1,4 +1,4 @@
-"""CompatibilityTest (spec §12.4) per dialect: end-to-end runs, time encodings that read the same
+"""Compatibility with db-scheduler's table, per dialect: end-to-end runs, time encodings that read the same
 as db-scheduler's rows, far-future instants, scrolling, and tables from the older DDL."""
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def test_instants_round_trip_whatever_zone_they_were_given_in(engine):
 
 
 def test_rows_as_db_scheduler_writes_them_read_the_same(database, dialect):
-    """A row inserted with db-scheduler's encodings (spec §11.2) — not through our code."""
+    """A row inserted with db-scheduler's own encodings — not through our code."""
     engine = database.engine()
     create_table(engine)
     at = datetime(2024, 3, 1, 8, 15, 30, 250000, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Dead-execution detection (spec §4.6, §12.2): which rows are dead, what the handlers do, and
+"""Dead-execution detection: which rows are dead, what the handlers do, and
 the functional round trip with a real scheduler.
 
 "Manual" schedulers are never started: the tests drive ``run_any_due_executions()`` and

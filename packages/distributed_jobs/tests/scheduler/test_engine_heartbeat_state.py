@@ -1,5 +1,5 @@
-"""Heartbeat state (spec §4.3, §4.7, §12.2): the pure arithmetic of ``HeartbeatState``, and a
-running scheduler whose execution's row changed under it (DetectStaleHeartbeatTest).
+"""Heartbeat state: the pure arithmetic of ``HeartbeatState``, and a
+running scheduler whose execution's row changed under it.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def test_heartbeats_of_an_execution_whose_row_changed_fail_and_go_stale(engine):
 
 @pytest.mark.parametrize("kind", ["one_time", "recurring"])
 def test_stale_owner_cannot_record_its_result(engine, kind):
-    """Spec §4.7: the row was taken over (version moved on) while the handler ran; its
+    """The row was taken over (version moved on) while the handler ran; its
     completion — DELETE or UPDATE at the old version — changes nothing."""
     handler = _Paused()
     if kind == "one_time":

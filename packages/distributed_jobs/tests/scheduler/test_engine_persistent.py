@@ -1,5 +1,5 @@
-"""Recurring tasks whose schedule is stored per instance in the task data (spec §5.2,
-§12.5 DynamicRecurringTaskTest), on every dialect."""
+"""Recurring tasks whose schedule is stored per instance in the task data, on every
+dialect."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Polling: early re-fetch, immediate execution, priority, the waiter, unresolved task names,
-pause/resume (spec §3.4–§3.5, §8, §12.3, §12.5), on every dialect.
+pause/resume, on every dialect.
 
 The polling interval is one minute wherever a test measures latency, so only the engine's
 early triggers (batch running low, immediate execution, the next known due time) can explain

@@ -1,4 +1,5 @@
-"""The SQL protocol of scheduled_tasks (spec §12.4, JdbcTaskRepositoryTest), on every dialect."""
+"""The SQL protocol of scheduled_tasks — claims, completions, heartbeats, dead rows —
+on every dialect."""
 
 from __future__ import annotations
 

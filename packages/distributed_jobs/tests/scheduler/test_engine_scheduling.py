@@ -1,5 +1,5 @@
-"""Scheduling semantics of the engine (spec §4.4–§4.5, §12.5 SchedulerTest and
-MaxRetriesFailureHandlerTest), on every dialect.
+"""Scheduling semantics of the engine — completion handlers, failure handlers with retries and
+backoff — on every dialect.
 
 Most tests drive a "manual scheduler": a Scheduler built with a SettableClock and run by hand
 (``run_any_due_executions``) without ``start()``, so simulated minutes pass in milliseconds.

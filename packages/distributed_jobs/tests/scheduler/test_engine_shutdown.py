@@ -1,4 +1,4 @@
-"""Shutdown (spec §9): two phases of ``shutdown_max_wait``, what is left behind in the table,
+"""Shutdown: two phases of ``shutdown_max_wait``, what is left behind in the table,
 heartbeats until the workers have drained, cancelling ``async def`` bodies, and the opt-in
 exit hook that installs no signal handler.
 """

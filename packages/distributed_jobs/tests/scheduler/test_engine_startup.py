@@ -1,6 +1,5 @@
-"""What ``start()`` does with the tasks given to ``start_tasks`` (spec §5.1, §5.4, §12.5:
-RecurringTaskScheduleTest, ScheduleRecurringOnStartupTest, DisabledCronTaskTest), on every
-dialect. A "restart" is a new Scheduler on the same table running its start-up step.
+"""What ``start()`` does with the tasks given to ``start_tasks`` — inserting,
+rescheduling or leaving recurring rows, and cancelling disabled ones — on every dialect. A "restart" is a new Scheduler on the same table running its start-up step.
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ def target_name(group: GroupConfig, member: MemberConfig) -> str:
 
 
 def check_default_shard(config: ShardingConfig) -> None:
-    """Raise unless ``default-shard`` names a configured group and member (the §4.9 messages)."""
+    """Raise unless ``default-shard`` names a configured group and member; the message names the missing group or member."""
     wanted = config.default_shard
     group = config.group_for(wanted.group)
     if group is None:

@@ -1,7 +1,7 @@
 """Time, injectable: the engine reads "now" only through a :class:`Clock`.
 
 Every timestamp the engine writes comes from the application's clock, never from the
-database's ``NOW()`` (the protocol of spec §0). Tests inject a :class:`SettableClock` and step
+database's ``NOW()``, as db-scheduler's protocol has it. Tests inject a :class:`SettableClock` and step
 it instead of sleeping.
 """
 
