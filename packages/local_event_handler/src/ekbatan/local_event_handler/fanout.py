@@ -50,17 +50,7 @@ class EventFanoutJobBuilder(PipelineJobBuilder):
         return self
 
     def build(self) -> EventFanoutJob:
-        registry, handlers, clock = self._required()
-        return EventFanoutJob(
-            name=self._name,
-            poll_delay=self._poll_delay,
-            batch_size=self._batch_size,
-            database_registry=registry,
-            handlers=handlers,
-            clock=clock,
-            wakeups=self._wakeups,
-            wake_after=tuple(self._on_fanned_out),
-        )
+        return EventFanoutJob(wake_after=tuple(self._on_fanned_out), **self._options())
 
 
 class EventFanoutJob(PipelineJob):

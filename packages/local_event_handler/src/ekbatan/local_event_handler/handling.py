@@ -108,15 +108,8 @@ class EventHandlingJobBuilder(PipelineJobBuilder):
         return self
 
     def build(self) -> EventHandlingJob:
-        registry, handlers, clock = self._required()
         return EventHandlingJob(
-            name=self._name,
-            poll_delay=self._poll_delay,
-            batch_size=self._batch_size,
-            database_registry=registry,
-            handlers=handlers,
-            clock=clock,
-            wakeups=self._wakeups,
+            **self._options(),
             max_backoff_cap=self._max_backoff_cap,
             retention_window=self._retention_window,
             codec=self._codec,
@@ -183,8 +176,10 @@ class EventHandlingJob(PipelineJob):
             rows = connection.execute(sql.due_notifications(t, manager.dialect, now, self._batch_size)).all()
         if not rows:
             return 0
-        expired_unhandled = [row for row in rows if now > row.event_date + self._retention_window]
-        to_call = [row for row in rows if not now > row.event_date + self._retention_window]
+        expired_unhandled: list[sa.Row[Any]] = []
+        to_call: list[sa.Row[Any]] = []
+        for row in rows:
+            (expired_unhandled if now > row.event_date + self._retention_window else to_call).append(row)
         invocations = self._invoke(to_call)
         post = utc_now(self._clock)
         buckets = _Buckets()

@@ -12,7 +12,7 @@ import abc
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Self
+from typing import Any, Self
 
 from ekbatan.core.outbox import Clock
 from ekbatan.core.sharding import DatabaseRegistry
@@ -75,7 +75,8 @@ class PipelineJobBuilder:
         self._wakeups = bool(enabled)
         return self
 
-    def _required(self) -> tuple[DatabaseRegistry, EventHandlerRegistry, Clock]:
+    def _options(self) -> dict[str, Any]:
+        """The options every pipeline job is built with, the required ones checked."""
         what = type(self).__name__
         if self._database_registry is None:
             raise ValueError(f"{what}: database_registry is required (the DatabaseRegistry of your shards)")
@@ -89,7 +90,15 @@ class PipelineJobBuilder:
             )
         if not callable(getattr(self._clock, "now", None)):
             raise TypeError(f"{what}: clock must have a now() method returning an aware datetime")
-        return self._database_registry, self._handlers, self._clock
+        return {
+            "name": self._name,
+            "poll_delay": self._poll_delay,
+            "batch_size": self._batch_size,
+            "database_registry": self._database_registry,
+            "handlers": self._handlers,
+            "clock": self._clock,
+            "wakeups": self._wakeups,
+        }
 
 
 class PipelineJob(DistributedJob):
