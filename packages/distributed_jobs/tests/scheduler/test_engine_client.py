@@ -239,7 +239,10 @@ def test_reschedule_keeps_data_unless_new_data_is_given(client, dialect):
 
     client.reschedule(("task-a", "1"), T0 + 3 * HOUR, None)  # explicit None clears the data
     row = client.get_scheduled_execution(("task-a", "1"))
-    assert (row.data, row.raw_data) == (None, None)
+    assert (row.data, row.raw_data) == (
+        None,
+        b"null",
+    )  # JSON null, as db-scheduler's JSON serializers write it
 
 
 def test_reschedule_resets_failure_bookkeeping(client, manual, clock, dialect):

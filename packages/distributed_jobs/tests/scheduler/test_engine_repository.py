@@ -82,13 +82,16 @@ def test_get_due_is_inclusive_limited_and_ordered(engine):
     assert len(r.get_due(NOW, 2)) == 2
 
 
-def test_get_due_with_priority_orders_by_priority_then_time(engine):
+def test_get_due_with_priority_orders_by_priority_then_time(engine, dialect):
     r = repo(engine, priority=True)
     r.create_if_not_exists(new(id="p1", at=NOW - timedelta(seconds=10), priority=1))
     r.create_if_not_exists(new(id="p2", at=NOW - timedelta(seconds=30), priority=2))
     r.create_if_not_exists(new(id="p3", at=NOW - timedelta(seconds=20), priority=3))
     r.create_if_not_exists(new(id="pnull", at=NOW - timedelta(seconds=40), priority=None))
-    assert [e.instance_id for e in r.get_due(NOW, 10)] == ["p3", "p2", "p1", "pnull"]
+    # db-scheduler's `priority DESC`: PostgreSQL sorts NULL above every value, the others below
+    by_priority = ["p3", "p2", "p1"]
+    expected = ["pnull", *by_priority] if dialect == "postgres" else [*by_priority, "pnull"]
+    assert [e.instance_id for e in r.get_due(NOW, 10)] == expected
     plain = repo(engine)
     assert [e.instance_id for e in plain.get_due(NOW, 10)] == ["pnull", "p2", "p3", "p1"]
 

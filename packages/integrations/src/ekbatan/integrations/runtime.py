@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -161,18 +160,10 @@ def job_registry_for(
         .apply_settings(settings.jobs)
         .register_shutdown_hook(False)
         .require_database(require_database)
-        .customize_scheduler(lambda b: b.scheduler_name(process_scheduler_name()))
     )
     if customize_scheduler is not None:
         builder.customize_scheduler(customize_scheduler)
     return builder.build()
-
-
-def process_scheduler_name() -> str:
-    """``<host>-<pid>``: web servers run several workers per host, and ``picked_by`` (at most 50
-    characters) should say which of them holds a row."""
-    suffix = f"-{os.getpid()}"
-    return socket.gethostname()[: 50 - len(suffix)] + suffix
 
 
 def pipeline_jobs_for(

@@ -32,6 +32,7 @@ from ekbatan.distributed_jobs.scheduler.errors import (
     FailedToScheduleBatchError,
     SchedulerError,
     SerializationError,
+    TableSchemaError,
     TaskDataTooLargeError,
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceError,
@@ -87,6 +88,7 @@ from ekbatan.distributed_jobs.scheduler.schema import (
     DEFAULT_TABLE_NAME,
     create_table,
     ddl_statements,
+    priority_column_ddl,
     validate_table_name,
 )
 from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, PickleSerializer, Serializer
@@ -168,6 +170,7 @@ __all__ = [
     "SettableClock",
     "SystemClock",
     "Task",
+    "TableSchemaError",
     "TaskDataTooLargeError",
     "TaskInstance",
     "TaskInstanceCurrentlyExecutingError",
@@ -181,5 +184,6 @@ __all__ = [
     "create_table",
     "ddl_statements",
     "dialect_from_url",
+    "priority_column_ddl",
     "validate_table_name",
 ]

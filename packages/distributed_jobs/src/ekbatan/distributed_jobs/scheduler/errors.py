@@ -7,6 +7,11 @@ class SchedulerError(Exception):
     """Base class of every error raised by the scheduler engine."""
 
 
+class TableSchemaError(SchedulerError, ValueError):
+    """The ``scheduled_tasks`` table lacks what an option needs (the ``priority`` column for
+    ``enable_priority()``); the message gives the DDL that adds it."""
+
+
 class TaskInstanceError(SchedulerError):
     """Something is wrong with one task instance (insert failed, duplicate rows, …)."""
 

@@ -9,6 +9,7 @@ the application clock, bound through the dialect's encoding.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,13 +24,18 @@ from ekbatan.distributed_jobs.scheduler.driver_statements import DriverStatement
 from ekbatan.distributed_jobs.scheduler.errors import (
     ExecutionError,
     FailedToScheduleBatchError,
+    TableSchemaError,
     TaskDataTooLargeError,
     TaskInstanceError,
     TaskKeyTooLongError,
 )
 from ekbatan.distributed_jobs.scheduler.execution import MAX_KEY_LENGTH, Execution, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler.listing import ScheduledExecutionsFilter, TaskSummary
-from ekbatan.distributed_jobs.scheduler.schema import validate_table_name
+from ekbatan.distributed_jobs.scheduler.schema import (
+    has_priority_column,
+    priority_column_ddl,
+    validate_table_name,
+)
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.wakeups import encode_due, encode_scheduled
 
@@ -41,6 +47,8 @@ COLUMNS = (
     "task_name, task_instance, task_data, execution_time, picked, picked_by, last_success, "
     "last_failure, consecutive_failures, last_heartbeat, version, priority"
 )
+#: the same row shape from a table created without db-scheduler's optional ``priority`` column
+COLUMNS_WITHOUT_PRIORITY = COLUMNS.removesuffix("priority") + "NULL"
 
 #: A caller-supplied place to run statements: a Connection, or an ORM Session.
 ConnectionLike = Any
@@ -177,6 +185,9 @@ class TaskRepository:
         self.table_name = validate_table_name(table_name)
         self.picked_by = picked_by[:50]
         self.priority_enabled = priority_enabled
+        #: whether the table has the optional ``priority`` column; None until first looked up
+        self._has_priority: bool | None = None
+        self._columns_lock = threading.Lock()
         self._statements: dict[tuple[str, str, int], sa.TextClause] = {}
         self._prepare_statements()
         # The statements run once per execution (claim, strict delete, and scheduling one
@@ -212,9 +223,6 @@ class TaskRepository:
             # duplicate is detected from the key violation instead (it leaves the transaction
             # usable on these servers).
             self._sql_insert_if_absent = None
-        self._sql_get = sa.text(
-            f"SELECT {COLUMNS} FROM {t} WHERE task_name = :task_name AND task_instance = :task_instance"
-        )
         self._sql_pick = sa.text(
             f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
             "version = version + 1 WHERE picked = :false AND task_name = :task_name "
@@ -252,25 +260,10 @@ class TaskRepository:
             "version = version + 1 WHERE (task_name, task_instance) IN :keys"
         )
         self._sql_insert_and_notify: sa.TextClause | None = None
+        self._sql_get: sa.TextClause | None = None  # these name the columns: built once they are known
         self._claim_notified: DriverStatement | None = None
+        key = "task_name = :task_name AND task_instance = :task_instance"
         if self.notify_channel is not None:
-            # A claim of one execution a notification named. It reads the row as it claims it,
-            # so unlike a fetch-mode claim it needs no version read beforehand: under the row
-            # lock the picked/due test and the claim are one step. SKIP LOCKED: a row someone
-            # else holds (another claimer, a caller's transaction) is theirs to settle, and the
-            # listening thread never waits on it.
-            key = "task_name = :task_name AND task_instance = :task_instance"
-            self._claim_notified = (
-                DriverStatement(
-                    self.engine,
-                    f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
-                    f"version = version + 1 WHERE (task_name, task_instance) IN (SELECT task_name, "
-                    f"task_instance FROM {t} WHERE {key} AND picked = :false AND execution_time <= :now "
-                    f"FOR UPDATE SKIP LOCKED) RETURNING {COLUMNS}",
-                )
-                if driver_path_available(self.engine)
-                else None
-            )
             # Undoes that claim when its outcome is unknown (the connection broke around the
             # commit): the heartbeat it set, to the microsecond, tells this claim from any other.
             self._sql_release_notified = sa.text(
@@ -294,6 +287,70 @@ class TaskRepository:
             self._sql_remove_many = sa.text(
                 f"DELETE FROM {t} WHERE (task_name, task_instance, version) IN :keys RETURNING task_name, task_instance"
             ).bindparams(sa.bindparam("keys", expanding=True))
+
+    # ------------------------------------------------------------------ the priority column
+    @property
+    def columns(self) -> str:
+        """The select list of a row: db-scheduler's columns, ``priority`` as NULL when the table
+        was created without it (looked up on first use, then kept)."""
+        if self._has_priority is None:
+            self.detect_columns()
+        return COLUMNS if self._has_priority else COLUMNS_WITHOUT_PRIORITY
+
+    @property
+    def has_priority_column(self) -> bool:
+        if self._has_priority is None:
+            self.detect_columns()
+        return bool(self._has_priority)
+
+    def detect_columns(self) -> bool:
+        """Look up whether the table has the optional ``priority`` column, once; refuse priority
+        ordering on a table without it, giving the DDL that adds it. Whether it has it."""
+        with self._columns_lock:
+            if self._has_priority is not None:
+                return self._has_priority
+            with self._reading() as conn:
+                present = has_priority_column(conn, self.table_name)
+            if not present and self.priority_enabled:
+                ddl = ";\n".join(priority_column_ddl(self.dialect, self.table_name))
+                raise TableSchemaError(
+                    f"priority ordering is enabled, but table {self.table_name} has no priority column "
+                    f"(db-scheduler's DDL calls it optional); add it ({self.dialect.name}):\n{ddl};\n"
+                    "or leave out enable_priority()"
+                )
+            if not present:
+                log.info(
+                    "table %s has no priority column: executions run and list without priorities",
+                    self.table_name,
+                )
+            self._prepare_row_statements(COLUMNS if present else COLUMNS_WITHOUT_PRIORITY)
+            self._has_priority = present
+            return present
+
+    def _prepare_row_statements(self, columns: str) -> None:
+        t = self.table_name
+        key = "task_name = :task_name AND task_instance = :task_instance"
+        self._sql_get = sa.text(f"SELECT {columns} FROM {t} WHERE {key}")
+        if self.notify_channel is not None and driver_path_available(self.engine):
+            # A claim of one execution a notification named. It reads the row as it claims it,
+            # so unlike a fetch-mode claim it needs no version read beforehand: under the row
+            # lock the picked/due test and the claim are one step. SKIP LOCKED: a row someone
+            # else holds (another claimer, a caller's transaction) is theirs to settle, and the
+            # listening thread never waits on it.
+            self._claim_notified = DriverStatement(
+                self.engine,
+                f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
+                f"version = version + 1 WHERE (task_name, task_instance) IN (SELECT task_name, "
+                f"task_instance FROM {t} WHERE {key} AND picked = :false AND execution_time <= :now "
+                f"FOR UPDATE SKIP LOCKED) RETURNING {columns}",
+            )
+
+    @property
+    def _select_one(self) -> sa.TextClause:
+        if self._sql_get is None:
+            self.detect_columns()
+        assert self._sql_get is not None
+        return self._sql_get
 
     def _remove_many_params(self, executions: Sequence[Execution]) -> dict[str, Any]:
         if self.dialect.dialect is Dialect.POSTGRESQL:
@@ -421,6 +478,8 @@ class TaskRepository:
 
     def _insert_params(self, new: NewExecution) -> dict[str, Any]:
         self._check_data(new.task_name, new.instance_id, new.raw_data)
+        if self.priority_enabled and self._has_priority is None:
+            self.detect_columns()  # the insert names the column: refuse a table without it clearly
         return {
             "task_name": new.task_name,
             "task_instance": new.instance_id,
@@ -444,7 +503,7 @@ class TaskRepository:
                 params["payload"] = encode_scheduled(new.execution_time, new.task_name, new.instance_id)
             return self._rowcount(statement, params, connection) == 1
         with self._tx(connection) as conn:
-            if conn.execute(self._sql_get, params).first() is not None:
+            if conn.execute(self._select_one, params).first() is not None:
                 return False
             try:
                 conn.execute(self._sql_insert, params)
@@ -453,7 +512,7 @@ class TaskRepository:
                 # Lost the race to another inserter. Under REPEATABLE READ (MySQL's default) a
                 # re-read sees this transaction's snapshot, taken before the winner committed,
                 # so the server's duplicate-key error is the evidence.
-                if _is_duplicate_key(exc) or conn.execute(self._sql_get, params).first() is not None:
+                if _is_duplicate_key(exc) or conn.execute(self._select_one, params).first() is not None:
                     return False
                 raise TaskInstanceError(
                     f"failed to schedule {new.task_name}/{new.instance_id}: {exc.orig}",
@@ -484,7 +543,7 @@ class TaskRepository:
             clause,
             limit,
             lambda: (
-                f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
+                f"SELECT {self.columns} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
                 f"{clause} ORDER BY {self._order_due}{self.dialect.limit(limit)}"
             ),
         )
@@ -548,6 +607,11 @@ class TaskRepository:
         """Whether :meth:`claim_notified` may run now: PostgreSQL through psycopg, and nothing
         watching the engine's statements (a claim on the listener's connection would pass by
         execute and cursor listeners unseen)."""
+        if self._has_priority is None and self.notify_channel is not None:
+            try:
+                self.detect_columns()  # the claim returns the row: its columns must be known
+            except Exception:
+                return False  # the poller finds the execution instead
         return self._claim_notified is not None and self._claim_notified.usable
 
     def claim_notified(self, key: TaskInstanceId, now: datetime, connection: Any) -> Execution | None:
@@ -599,7 +663,7 @@ class TaskRepository:
                     f"WHERE (st1.task_name, st1.task_instance) IN (SELECT st2.task_name, st2.task_instance FROM {t} st2 "
                     f"WHERE picked = :false AND execution_time <= :now{clause} ORDER BY {self._order_due}"
                     f"{d.lock_and_fetch_select_tail(limit)}) RETURNING st1.*) "
-                    f"SELECT {COLUMNS} FROM locked ORDER BY {self._order_due}"
+                    f"SELECT {self.columns} FROM locked ORDER BY {self._order_due}"
                 ),
             )
             with self._one() as conn:
@@ -617,7 +681,7 @@ class TaskRepository:
             clause,
             limit,
             lambda: (
-                f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
+                f"SELECT {self.columns} FROM {self.table_name} WHERE picked = :false AND execution_time <= :now"
                 f"{clause} ORDER BY {self._order_due}{d.lock_and_fetch_select_tail(limit)}"
             ),
         )
@@ -782,7 +846,7 @@ class TaskRepository:
     def get_dead_executions(self, older_than: datetime) -> list[Execution]:
         clause, extra = self._not_in_unresolved()
         sql = sa.text(
-            f"SELECT {COLUMNS} FROM {self.table_name} WHERE picked = :true AND last_heartbeat <= :older_than"
+            f"SELECT {self.columns} FROM {self.table_name} WHERE picked = :true AND last_heartbeat <= :older_than"
             f"{clause} ORDER BY last_heartbeat ASC"
         )
         params = {
@@ -797,7 +861,7 @@ class TaskRepository:
     def get_executions_failing_longer_than(self, since: datetime) -> list[Execution]:
         clause, extra = self._not_in_unresolved()
         sql = sa.text(
-            f"SELECT {COLUMNS} FROM {self.table_name} WHERE consecutive_failures > 0 "
+            f"SELECT {self.columns} FROM {self.table_name} WHERE consecutive_failures > 0 "
             f"AND (last_success IS NULL OR last_success < :since){clause}"
         )
         with self._reading() as conn:
@@ -813,7 +877,9 @@ class TaskRepository:
         self, task_name: str, instance_id: str, connection: ConnectionLike | None = None
     ) -> Execution | None:
         with self._read(connection) as conn:
-            rows = conn.execute(self._sql_get, {"task_name": task_name, "task_instance": instance_id}).all()
+            rows = conn.execute(
+                self._select_one, {"task_name": task_name, "task_instance": instance_id}
+            ).all()
         if len(rows) > 1:
             raise TaskInstanceError(
                 f"found {len(rows)} rows for {task_name}/{instance_id}; the primary key is missing",
@@ -859,7 +925,7 @@ class TaskRepository:
         if filter.before is not None and filter.after is None:
             order = "execution_time DESC, task_instance DESC"
         limit = d.limit(filter.limit) if filter.limit else ""
-        sql = sa.text(f"SELECT {COLUMNS} FROM {self.table_name}{where} ORDER BY {order}{limit}")
+        sql = sa.text(f"SELECT {self.columns} FROM {self.table_name}{where} ORDER BY {order}{limit}")
         with self._read(connection) as conn:
             return [self._execution(r) for r in conn.execute(sql, params).all()]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import socket
 import threading
 import time
@@ -26,6 +27,7 @@ from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler.dead_executions import DeadExecutionDetector
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.driver_statements import driver_path_available
+from ekbatan.distributed_jobs.scheduler.errors import TableSchemaError
 from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
 from ekbatan.distributed_jobs.scheduler.heartbeat import HeartbeatUpdater
@@ -59,15 +61,23 @@ log = logging.getLogger(__name__)
 MIN_MISSED_HEARTBEATS = 4
 
 
+#: what ``picked_by`` holds (db-scheduler's ``varchar(50)``)
+MAX_NAME_LENGTH = 50
+
+
 def default_scheduler_name() -> str:
+    """``<host>-<pid>``: unique per process (several workers of one host are told apart in
+    ``picked_by`` and the logs) and readable; the host part is cut to fit 50 characters, never
+    the process id."""
     started = time.monotonic()
     try:
-        name = socket.gethostname() or "failed.hostname.lookup"
+        host = socket.gethostname() or "failed.hostname.lookup"
     except OSError:
-        name = "failed.hostname.lookup"
+        host = "failed.hostname.lookup"
     if time.monotonic() - started > 1.0:
         log.warning("looking up the host name took over a second; consider .scheduler_name(...)")
-    return name[:50]
+    pid = f"-{os.getpid()}"
+    return host[: MAX_NAME_LENGTH - len(pid)] + pid
 
 
 class SchedulerBuilder:
@@ -172,7 +182,7 @@ class SchedulerBuilder:
     def scheduler_name(self, name: str) -> SchedulerBuilder:
         if not name or not name.strip():
             raise ValueError("scheduler name must not be blank")
-        self._name = name[:50]
+        self._name = name[:MAX_NAME_LENGTH]
         return self
 
     def table_name(self, name: str) -> SchedulerBuilder:
@@ -485,6 +495,7 @@ class Scheduler(SchedulerClient):
             self.repository.table_name,
             self.repository.dialect.name,
         )
+        self._detect_columns()
         self.run_startup_tasks()
         if self.completion_writer is not None:
             self.completion_writer.start()
@@ -574,6 +585,22 @@ class Scheduler(SchedulerClient):
             )
         self._listener = NotificationListener(self.repository.engine, channel, self._on_notification)
         self._listener.start()
+
+    def _detect_columns(self) -> None:
+        """Look up the table's optional ``priority`` column now, so that ``enable_priority()`` on
+        a table without it fails here; with the database unreachable, the first statement that
+        needs it looks it up instead."""
+        try:
+            self.repository.detect_columns()
+        except TableSchemaError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            log.info(
+                "scheduler %s: cannot read the columns of %s yet (%s); looked up again on first use",
+                self.name,
+                self.repository.table_name,
+                type(exc).__name__,
+            )
 
     def run_startup_tasks(self) -> None:
         """Run ``on_startup`` of each start-up task not yet done; a failing one stays pending."""

@@ -13,7 +13,7 @@ from importlib import resources
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, backend_for, resolve_dialect
 
 DEFAULT_TABLE_NAME = "scheduled_tasks"
 
@@ -55,11 +55,32 @@ def ddl_statements(dialect: Dialect | str, table_name: str = DEFAULT_TABLE_NAME)
         line for line in verbatim_ddl(dialect).splitlines() if not line.lstrip().startswith("--")
     )
     if table_name != DEFAULT_TABLE_NAME:
-        prefix = table_name.replace(".", "_")
         for index in _INDEXES:
-            text = re.sub(rf"\b{index}\b", f"{prefix}_{index}", text)
+            text = re.sub(rf"\b{index}\b", index_name(index, table_name), text)
         text = re.sub(rf"\b{DEFAULT_TABLE_NAME}\b", table_name, text)
     return [stmt.strip() for stmt in text.split(";") if stmt.strip()]
+
+
+def index_name(index: str, table_name: str = DEFAULT_TABLE_NAME) -> str:
+    """The name :func:`ddl_statements` gives ``index`` under ``table_name``."""
+    return index if table_name == DEFAULT_TABLE_NAME else f"{table_name.replace('.', '_')}_{index}"
+
+
+def priority_column_ddl(
+    dialect: str | Dialect | SqlDialect, table_name: str = DEFAULT_TABLE_NAME
+) -> list[str]:
+    """The statements adding the optional ``priority`` column (and its index) to a table created
+    without it, as db-scheduler's DDL declares them."""
+    validate_table_name(table_name)
+    backend = dialect if isinstance(dialect, SqlDialect) else backend_for(dialect)
+    return backend.add_priority_column(table_name, index_name("priority_execution_time_idx", table_name))
+
+
+def has_priority_column(connection: sa.Connection, table_name: str = DEFAULT_TABLE_NAME) -> bool:
+    """Whether the table has db-scheduler's optional ``priority`` column (older tables lack it)."""
+    schema, _, table = table_name.rpartition(".")
+    columns = sa.inspect(connection).get_columns(table, schema=schema or None)
+    return any(column["name"].lower() == "priority" for column in columns)
 
 
 def table_exists(connection: sa.Connection, table_name: str = DEFAULT_TABLE_NAME) -> bool:

@@ -25,7 +25,7 @@ from ekbatan.distributed_jobs.scheduler.errors import SerializationError
 @runtime_checkable
 class Serializer(Protocol):
     def serialize(self, data: object) -> bytes | None:
-        """Encode ``data``; ``None`` becomes SQL NULL."""
+        """Encode ``data``; ``None`` may be returned to store SQL NULL."""
         ...
 
     def deserialize(self, data_type: Any, raw: bytes | None) -> object:
@@ -38,12 +38,14 @@ class JsonSerializer:
     Decimals and pydantic models (anything with ``model_dump``/``model_validate``), and objects
     offering ``to_json()`` / ``from_json()`` (the persistent schedules do).
 
-    ``None`` is stored as SQL NULL; the 4 bytes ``null`` that Java's Gson writes decode to None.
+    ``None`` is stored as the JSON text ``null``, as db-scheduler's JSON serializers (Gson,
+    Jackson) write it: Java fails on a SQL NULL it reads through them. SQL NULL (what Java's
+    default serializer writes for no data) still reads back as None.
     """
 
     def serialize(self, data: object) -> bytes | None:
         if data is None:
-            return None
+            return b"null"
         try:
             return json.dumps(to_jsonable(data), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         except (TypeError, ValueError) as exc:

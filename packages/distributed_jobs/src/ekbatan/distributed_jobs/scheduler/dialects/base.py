@@ -66,9 +66,25 @@ class SqlDialect:
         return f" LIMIT {int(n)}"
 
     def priority_order(self) -> str:
-        # NULL priority sorts last on every dialect (MySQL, MariaDB and SQLite already put
-        # NULL lowest; PostgreSQL needs it spelled out under DESC).
+        # db-scheduler's order, word for word, so both sides of a shared table agree and the
+        # query can walk priority_execution_time_idx. A NULL priority therefore sorts as each
+        # database puts NULL under DESC: first on PostgreSQL, last on MySQL, MariaDB, SQLite.
         return "priority DESC, execution_time ASC"
+
+    def add_priority_column(self, table: str, index: str) -> list[str]:
+        """The DDL adding db-scheduler's optional ``priority`` column and its index."""
+        return [
+            f"ALTER TABLE {table} ADD COLUMN priority SMALLINT",
+            f"CREATE INDEX {index} ON {table} (priority DESC, execution_time ASC)",
+        ]
+
+    def supports_skip_locked(self, server_version: str) -> bool:
+        """Whether a server reporting ``server_version`` has ``FOR UPDATE SKIP LOCKED``."""
+        return self.supports_lock_and_fetch
+
+    def server_version_query(self) -> str | None:
+        """The statement reading the server's version (None: nothing to ask)."""
+        return None
 
     def lock_and_fetch_select_tail(self, n: int) -> str:
         raise NotImplementedError(f"{self.name} cannot lock-and-fetch")

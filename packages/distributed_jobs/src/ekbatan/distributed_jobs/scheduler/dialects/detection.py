@@ -48,17 +48,18 @@ def dialect_from_url(url: str | URL) -> Dialect:
         ) from None
 
 
+def backend_for(dialect: str | Dialect) -> SqlDialect:
+    """The backend of a dialect named ``'postgresql'``, ``'mariadb'``, ``'mysql'`` or ``'sqlite'``."""
+    try:
+        return _BACKENDS[Dialect(str(dialect).lower())]()
+    except ValueError:
+        raise ValueError(f"unknown dialect {dialect!r}; write one of {[d.value for d in Dialect]}") from None
+
+
 def resolve_dialect(engine: sa.Engine, override: str | Dialect | SqlDialect | None = None) -> SqlDialect:
     """The backend for ``engine``: the explicit ``override`` if given, else from its URL."""
     if isinstance(override, SqlDialect):
         return override
     if override is not None:
-        try:
-            chosen = Dialect(str(override).lower())
-        except ValueError:
-            raise ValueError(
-                f"unknown dialect {override!r}; write one of {[d.value for d in Dialect]}"
-            ) from None
-    else:
-        chosen = dialect_from_url(engine.url)
-    return _BACKENDS[chosen]()
+        return backend_for(override)
+    return _BACKENDS[dialect_from_url(engine.url)]()

@@ -1,9 +1,31 @@
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ekbatan.distributed_jobs.scheduler.dialects.base import Dialect, SqlDialect
+
+#: the first releases with ``FOR UPDATE SKIP LOCKED``
+MYSQL_SKIP_LOCKED = (8, 0, 1)
+MARIADB_SKIP_LOCKED = (10, 6, 0)
+
+
+def server_has_skip_locked(server_version: str) -> bool:
+    """``SELECT VERSION()`` of a MySQL or MariaDB server → whether it has ``SKIP LOCKED``.
+
+    MariaDB reports e.g. ``10.11.6-MariaDB-0+deb12u1`` (older releases behind a replication
+    prefix: ``5.5.5-10.4.32-MariaDB``); MySQL e.g. ``8.0.35`` or ``5.7.44-log``. A string not
+    understood counts as without: fetch works on every server.
+    """
+    numbers = [tuple(int(n) for n in m) for m in re.findall(r"(\d+)\.(\d+)\.(\d+)", server_version)]
+    if not numbers:
+        return False
+    if "mariadb" not in server_version.lower():
+        return numbers[0] >= MYSQL_SKIP_LOCKED
+    if numbers[0] == (5, 5, 5) and len(numbers) > 1:
+        numbers.pop(0)
+    return numbers[0] >= MARIADB_SKIP_LOCKED
 
 
 class MySqlDialect(SqlDialect):
@@ -29,6 +51,19 @@ class MySqlDialect(SqlDialect):
     def lock_and_fetch_select_tail(self, n: int) -> str:
         # MySQL and MariaDB put the locking clause after LIMIT.
         return f" LIMIT {int(n)} FOR UPDATE SKIP LOCKED"
+
+    def add_priority_column(self, table: str, index: str) -> list[str]:
+        return [
+            f"ALTER TABLE {table} ADD COLUMN priority SMALLINT, "
+            f"ADD INDEX {index} (priority DESC, execution_time ASC)"
+        ]
+
+    def server_version_query(self) -> str | None:
+        return "SELECT VERSION()"
+
+    def supports_skip_locked(self, server_version: str) -> bool:
+        # A mysql+pymysql URL may well reach a MariaDB server: the version string tells.
+        return server_has_skip_locked(server_version)
 
     def prepare_connection(self, dbapi_connection: Any) -> None:
         cursor = dbapi_connection.cursor()

@@ -12,8 +12,5 @@ class PostgreSqlDialect(SqlDialect):
     supports_lock_and_fetch = True
     single_statement_lock_and_fetch = True
 
-    def priority_order(self) -> str:
-        return "priority DESC NULLS LAST, execution_time ASC"
-
     def lock_and_fetch_select_tail(self, n: int) -> str:
         return f" FOR UPDATE SKIP LOCKED LIMIT {int(n)}"
