@@ -106,6 +106,33 @@ def goals(d: dict[str, Any]) -> list[str]:
             _ratio(best4["exec_per_s"], 0.35 * ceil if ceil else None),
         )
     for procs in (1, 4):
+        # out of the box (no strategy chosen): against the best peer's defaults on PostgreSQL,
+        # against the batched ceiling on MariaDB
+        peer, peer_rate = _peer_best(d, procs)
+        mariadb_ceil = _ceiling(d, "mariadb", "pick_batch_delete", procs)
+        for dialect, goal, target, baseline in (
+            (
+                "postgres",
+                "PG: ≥ 2 × best peer's defaults",
+                2 * peer_rate if peer_rate else None,
+                f"2 × {peer} {_f(peer_rate)}/s",
+            ),
+            (
+                "mariadb",
+                "MariaDB: ≥ 40 % of the batch-pick + batched-delete ceiling",
+                0.4 * mariadb_ceil if mariadb_ceil else None,
+                f"40 % × {_f(mariadb_ceil)}/s (pick_batch_delete, {procs} conn)",
+            ),
+        ):
+            default = _best(_tp(d, dialect, procs=procs, strategy="default"))
+            if default:
+                add(
+                    f"defaults (Scheduler.create(engine, task).build()), {procs} proc, {goal}",
+                    f"{_f(default['exec_per_s'])}/s",
+                    f"{baseline} = {_f(target)}/s",
+                    _ratio(default["exec_per_s"], target),
+                )
+    for procs in (1, 4):
         strict = _best(_tp(d, "postgres", procs=procs, strict=True))
         ceil = _ceiling(d, "postgres", "pick_each_delete", procs)
         if strict:

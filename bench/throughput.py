@@ -11,7 +11,8 @@ Method (the same harness as the peers', applied to the engine):
 5. on PostgreSQL, transactions per execution from ``pg_stat_database`` (``xact_commit`` and
    ``xact_rollback`` deltas over the whole run, less the harness's own count queries).
 
-Matrix: polling strategy (fetch, lock-and-fetch) × threads (10, 50) × processes (1, 4),
+Matrix: the defaults (no strategy chosen: the engine's own choice, threads 10, 1 and 4
+processes); polling strategy (fetch, lock-and-fetch) × threads (10, 50) × processes (1, 4),
 batched completions (default) and strict mode (``batch_completions(False)``, one commit per
 execution — db-scheduler's write pattern); median of ``repeats`` runs, the runs of all
 configurations interleaved so that machine noise spreads over all of them.
@@ -42,6 +43,8 @@ from bench.worker import scheduler_worker
 
 
 def config_label(cfg: dict[str, Any]) -> str:
+    if cfg["strategy"] == "default":
+        return f"defaults (no poll_using_…; threads {cfg['threads']}), {cfg['procs']} proc"
     strategy = "lock-and-fetch" if cfg["strategy"] == "lock_and_fetch" else "fetch"
     if cfg.get("fractions"):
         lower, upper = cfg["fractions"]
@@ -57,9 +60,12 @@ def matrix(settings: Settings, dialect: str) -> list[dict[str, Any]]:
                 {"strategy": "fetch", "threads": 10, "procs": 1, "strict": False},
                 {"strategy": "lock_and_fetch", "threads": 10, "procs": 2, "strict": True},
             ]
-        return [{"strategy": "lock_and_fetch", "threads": 10, "procs": 1, "strict": False}]
-    configs = []
+        return [{"strategy": "default", "threads": 10, "procs": 1, "strict": False}]
     procs_list = (1, 4)
+    # out of the box: Scheduler.create(engine, task).build(), what a new user compares
+    configs = [
+        {"strategy": "default", "threads": 10, "procs": procs, "strict": False} for procs in procs_list
+    ]
     for strategy in ("fetch", "lock_and_fetch"):
         for threads in (10, 50):
             for procs in procs_list:

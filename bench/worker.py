@@ -7,7 +7,8 @@ starts the scheduler (and, in the ``latency_local`` mode, schedules tasks throug
 
 ``opts`` (all optional):
 
-* ``name`` — scheduler name; ``threads`` (10); ``strategy`` — ``fetch`` | ``lock_and_fetch``;
+* ``name`` — scheduler name; ``threads`` (10); ``strategy`` — ``fetch`` | ``lock_and_fetch`` |
+  ``default`` (no ``poll_using_…`` call: the engine chooses, as out of the box);
   ``fractions`` — (lower, upper) limit fractions of the strategy (its defaults otherwise);
   ``strict`` — ``batch_completions(False)``; ``polling`` — seconds (10); ``listen`` — PG
   LISTEN/NOTIFY wake-ups (True); ``pool_size`` — connections (``min(threads + 2, 16)``);
@@ -58,9 +59,10 @@ def build_scheduler(
         .listen_for_notifications(bool(opts.get("listen", True)))
     )
     fractions = opts.get("fractions")  # (lower, upper) of the strategy, else its defaults
-    if opts.get("strategy", "fetch") == "lock_and_fetch":
+    strategy = opts.get("strategy", "fetch")
+    if strategy == "lock_and_fetch":
         builder = builder.poll_using_lock_and_fetch(*(fractions or ()))
-    else:
+    elif strategy != "default":
         builder = builder.poll_using_fetch(*(fractions or ()))
     return builder.build(), task
 

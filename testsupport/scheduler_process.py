@@ -145,7 +145,7 @@ def _child(argv: list[str]) -> int:
     parser.add_argument("--hb-ms", type=int, default=500)
     parser.add_argument("--missed-limit", type=int, default=6)
     parser.add_argument("--shutdown-wait-ms", type=int, default=5000)
-    parser.add_argument("--strategy", default="fetch", choices=["fetch", "lock_and_fetch"])
+    parser.add_argument("--strategy", default="fetch", choices=["fetch", "lock_and_fetch", "default"])
     parser.add_argument("--lower", type=float, default=None)
     parser.add_argument("--upper", type=float, default=None)
     parser.add_argument("--handler-seconds", type=float, default=1.0)
@@ -206,7 +206,7 @@ def _child(argv: list[str]) -> int:
     limits = [x for x in (args.lower, args.upper) if x is not None]
     if args.strategy == "lock_and_fetch":
         builder = builder.poll_using_lock_and_fetch(*limits)
-    else:
+    elif args.strategy == "fetch":
         builder = builder.poll_using_fetch(*limits)
     if args.scenario == "hook":
         builder = builder.register_shutdown_hook()

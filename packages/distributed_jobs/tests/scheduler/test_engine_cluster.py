@@ -134,6 +134,11 @@ def test_lock_and_fetch_two_processes_run_10000_executions_exactly_once(database
     _concurrency(database, engine, strategy="lock_and_fetch", lower=5.0, upper=10.0)
 
 
+def test_default_strategy_two_processes_run_10000_executions_exactly_once(database, engine):
+    """No ``poll_using_…``: sized lock-and-fetch where the server has SKIP LOCKED, fetch on SQLite."""
+    _concurrency(database, engine, strategy="default")
+
+
 @pytest.mark.dialects("postgres")
 @pytest.mark.parametrize("strategy", ["fetch", "lock_and_fetch"])
 def test_due_now_schedules_claimed_from_notifications_run_exactly_once(database, engine, strategy):

@@ -211,13 +211,21 @@ def test_a_widened_poll_reports_more_rows_only_when_it_left_some_behind(engine, 
 
 def test_priority_turns_sampling_off(engine, built, dialect):
     scheduler = (
-        Scheduler.create(engine, TASK).enable_priority().polling_interval(timedelta(minutes=1)).build()
+        Scheduler.create(engine, TASK)
+        .enable_priority()
+        .poll_using_fetch()
+        .polling_interval(timedelta(minutes=1))
+        .build()
     )
     built.append(scheduler)
     scheduler.start()
     assert scheduler._poller.strategy.contention.enabled is False
     plain = (
-        Scheduler.create(engine, TASK).polling_interval(timedelta(minutes=1)).scheduler_name("plain").build()
+        Scheduler.create(engine, TASK)
+        .poll_using_fetch()
+        .polling_interval(timedelta(minutes=1))
+        .scheduler_name("plain")
+        .build()
     )
     built.append(plain)
     plain.start()

@@ -83,7 +83,10 @@ def test_executor_pool_runs_everything_through_early_refetches(engine, make, dia
     client = SchedulerClient(engine, [task])
     client.schedule_batch([task.instance(str(i)) for i in range(executions)])  # all due now
     scheduler = make(
-        task, recorder=recorder, threads=threads, configure=lambda b: b.enable_immediate_execution(False)
+        task,
+        recorder=recorder,
+        threads=threads,
+        configure=lambda b: b.enable_immediate_execution(False).poll_using_fetch(),
     )
     upper = 3 * threads  # default fetch fractions (0.5, 3.0)
 
@@ -249,29 +252,23 @@ def run_prioritized(engine, make, *, priority: bool, configure) -> list[tuple[in
     return order
 
 
-def test_priority_enabled_runs_highest_first_and_null_last(engine, make, dialect):
+def prioritized_order(dialect: str) -> list[tuple[int | None, datetime]]:
+    """db-scheduler's ``priority DESC, execution_time ASC``: PostgreSQL sorts NULL above every
+    priority, the other databases below."""
+    ranked = [(3, hour(20)), (2, hour(9)), (1, hour(18)), (0, hour(10))]
+    unset = [(None, hour(7)), (None, hour(8))]
+    return unset + ranked if dialect == "postgres" else ranked + unset
+
+
+def test_priority_enabled_runs_highest_first_and_null_where_db_scheduler_sorts_it(engine, make, dialect):
     order = run_prioritized(engine, make, priority=True, configure=strategy("fetch"))
-    assert order == [
-        (3, hour(20)),
-        (2, hour(9)),
-        (1, hour(18)),
-        (0, hour(10)),
-        (None, hour(7)),
-        (None, hour(8)),
-    ]
+    assert order == prioritized_order(dialect)
 
 
 @pytest.mark.dialects(*LOCK_AND_FETCH_DIALECTS)
 def test_priority_enabled_with_lock_and_fetch(engine, make, dialect):
     order = run_prioritized(engine, make, priority=True, configure=strategy("lock_and_fetch"))
-    assert order == [
-        (3, hour(20)),
-        (2, hour(9)),
-        (1, hour(18)),
-        (0, hour(10)),
-        (None, hour(7)),
-        (None, hour(8)),
-    ]
+    assert order == prioritized_order(dialect)
 
 
 def test_priority_disabled_runs_in_execution_time_order(engine, make, dialect):

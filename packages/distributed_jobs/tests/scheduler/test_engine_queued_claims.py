@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler import CandidateEventType, Scheduler, Tasks
+from ekbatan.distributed_jobs.scheduler import CandidateEventType, ScheduledExecutionsFilter, Scheduler, Tasks
 from testsupport import EventRecorder, wait_until
 
 pytestmark = pytest.mark.dialects("postgres", "mariadb", "mysql")
@@ -32,7 +32,8 @@ def _scheduler(engine, task, recorder=None, heartbeat_ms=100):
     return builder.build()
 
 
-def test_queued_claims_heartbeat_so_nobody_revives_them(engine):
+def _blocked_task():
+    """A task whose instance ``0-blocker`` holds the one worker until ``release`` is set."""
     release = threading.Event()
     runs = collections.Counter()
 
@@ -41,7 +42,11 @@ def test_queued_claims_heartbeat_so_nobody_revives_them(engine):
         if instance.id == "0-blocker":
             release.wait(10)
 
-    task = Tasks.one_time("t").execute(handler)
+    return release, runs, Tasks.one_time("t").execute(handler)
+
+
+def test_queued_claims_heartbeat_so_nobody_revives_them(engine):
+    release, runs, task = _blocked_task()
     owner = _scheduler(engine, task)
     detector = _scheduler(engine, task)  # never started: only its dead-execution pass runs
     owner.schedule_batch([task.instance(i) for i in ("0-blocker", "1", "2", "3")])
@@ -62,15 +67,7 @@ def test_queued_claims_heartbeat_so_nobody_revives_them(engine):
 
 
 def test_a_claim_lost_while_queued_is_not_run_here(engine):
-    release = threading.Event()
-    runs = collections.Counter()
-
-    def handler(instance, ctx):
-        runs[instance.id] += 1
-        if instance.id == "0-blocker":
-            release.wait(10)
-
-    task = Tasks.one_time("t").execute(handler)
+    release, runs, task = _blocked_task()
     recorder = EventRecorder()
     owner = _scheduler(engine, task, recorder)
     owner.schedule_batch([task.instance(i) for i in ("0-blocker", "1")])
@@ -87,3 +84,42 @@ def test_a_claim_lost_while_queued_is_not_run_here(engine):
         release.set()
         wait_until(lambda: recorder.candidate_events[CandidateEventType.STALE] == 1, timeout=10)
     assert runs == {"0-blocker": 1}, "the lost claim must not run here"
+
+
+def test_shutdown_gives_back_claims_no_worker_started(engine):
+    """Stopping with claimed rows still queued behind a running execution: they are unpicked
+    (for any instance to run) instead of run during the shutdown or left for dead detection."""
+    release, runs, task = _blocked_task()
+    owner = _scheduler(engine, task)
+    owner.schedule_batch([task.instance(i) for i in ("0-blocker", "1", "2", "3")])
+
+    def rows() -> dict[str, tuple[bool, str | None, int]]:
+        return {
+            e.instance_id: (e.is_picked, e.picked_by, e.execution.version)
+            for e in owner.get_scheduled_executions(ScheduledExecutionsFilter.all())
+        }
+
+    owner.start()
+    wait_until(lambda: runs["0-blocker"] == 1, timeout=10, message="the blocker runs")
+    assert len(owner.queued_claims) == 3
+    stopping = threading.Thread(target=owner.stop)
+    stopping.start()
+    try:
+        wait_until(
+            lambda: (
+                {k: v[:2] for k, v in rows().items() if k != "0-blocker"}
+                == {"1": (False, None), "2": (False, None), "3": (False, None)}
+            ),
+            timeout=10,
+            message="the three queued claims given back while the blocker still runs",
+        )
+        assert runs["0-blocker"] == 1 and rows()["0-blocker"][:2] == (True, owner.name)
+    finally:
+        release.set()
+        stopping.join(10)
+    assert runs == {"0-blocker": 1}, "a given-back claim must not run here"
+    assert {k: v for k, v in rows().items()} == {
+        "1": (False, None, 3),  # version 1, claimed (2), given back (3)
+        "2": (False, None, 3),
+        "3": (False, None, 3),
+    }

@@ -190,12 +190,12 @@ def test_execution_outliving_both_phases_is_abandoned_picked_and_revived_elsewhe
 
 
 @pytest.mark.dialects("postgres", "mariadb")
-def test_lock_and_fetch_rows_dropped_in_the_interrupt_phase_stay_picked_until_revived(engine):
+def test_lock_and_fetch_rows_queued_at_shutdown_are_given_back_and_the_abandoned_one_revived(engine):
     gate = Gate(blocking_on="first")
     task = Tasks.one_time("claimed").execute(gate)
     first_events, second_events = EventRecorder(), EventRecorder()
-    # one worker; lock-and-fetch (0.5, 3.0) claims three rows in one go. Queued rows do not
-    # heartbeat: the first instance's own detector must not find them dead during its
+    # one worker; lock-and-fetch (0.5, 3.0) claims three rows in one go. The abandoned running
+    # row's heartbeat stops: the first instance's own detector must not find it dead during its
     # shutdown (dead after 100 ms × 40 there), the second's does at once (100 ms × 4).
     first = _scheduler(
         engine,
@@ -216,19 +216,24 @@ def test_lock_and_fetch_rows_dropped_in_the_interrupt_phase_stay_picked_until_re
         assert gate.started.wait(30)
         first.stop()
         rows = [_row(first, "claimed", str(i)) for i in (1, 2, 3)]
-        # all three were claimed; only the first ever started, the other two were dropped
-        assert [(r.picked, r.picked_by, r.version) for r in rows] == [(True, "first", 2)] * 3
+        # all three were claimed; only the first ever started (and is abandoned, still picked),
+        # the two still queued were given back at once
+        assert [(r.picked, r.picked_by, r.version) for r in rows] == [
+            (True, "first", 2),
+            (False, None, 3),
+            (False, None, 3),
+        ]
         assert [(name, i) for name, i, _ in gate.ran] == [("first", "1")]
         second.start()
         wait_until(
             lambda: all(_row(first, "claimed", str(i)) is None for i in (1, 2, 3)),
             timeout=30,
-            message="all three revived and run elsewhere",
+            message="the abandoned one revived, and all three run elsewhere",
         )
     finally:
         gate.release.set()
         second.stop()
-    assert second_events.count(SchedulerEventType.DEAD_EXECUTION) == 3
+    assert second_events.count(SchedulerEventType.DEAD_EXECUTION) == 1
     assert sorted((name, i, v) for name, i, v in gate.ran if name == "second") == [
         ("second", "1", 4),
         ("second", "2", 4),

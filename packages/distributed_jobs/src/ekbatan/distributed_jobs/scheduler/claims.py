@@ -1,5 +1,8 @@
 """Rows this process has claimed (lock-and-fetch, or from a notification) but not started yet.
 
+A shutdown gives them back (unpicked, at their version) rather than running them or leaving
+them picked until another instance finds them dead.
+
 They are picked in the table, so they must heartbeat like running executions: a queue that
 waits longer than the dead threshold would otherwise see its rows revived — and run — elsewhere,
 and then run them a second time here. A claim whose heartbeat finds the row changed is marked
@@ -28,6 +31,7 @@ class QueuedClaims:
         self._lock = threading.Lock()
         self._claims: dict[int, Execution] = {}
         self._lost: set[int] = set()
+        self._released: set[int] = set()
         self._tokens = itertools.count()
 
     def add(self, execution: Execution) -> int:
@@ -51,6 +55,10 @@ class QueuedClaims:
             queued = self._claims.get(token)
 
         def run() -> None:
+            with self._lock:
+                if token in self._released:
+                    self._released.discard(token)
+                    return  # given back at shutdown
             claimed = self.take(token)
             if claimed is None:
                 log.warning("claim of %s was lost while it waited in the queue; not running it here", queued)
@@ -59,6 +67,16 @@ class QueuedClaims:
             runner.execute(claimed)
 
         return run
+
+    def release_all(self) -> list[Execution]:
+        """Take every claim not started yet away from its worker (which then skips it): the
+        shutdown gives these rows back instead of running them."""
+        with self._lock:
+            released = [e for token, e in self._claims.items() if token not in self._lost]
+            self._released.update(self._claims)
+            self._released -= self._lost
+            self._claims.clear()
+            return released
 
     def snapshot(self) -> list[tuple[int, Execution]]:
         with self._lock:

@@ -1,4 +1,8 @@
-"""The poll loop and its two strategies.
+"""The poll loop and its strategies.
+
+* **auto** (the default): lock-and-fetch, sized by :class:`ClaimSizing`, where the server has
+  ``SKIP LOCKED`` (PostgreSQL, MySQL ≥ 8.0.1, MariaDB ≥ 10.6 — the version is read on the first
+  poll); fetch on SQLite and older servers.
 
 * **fetch** (every dialect): read up to ``upper`` due rows, queue each; a worker claims its
   row with an optimistic ``UPDATE … WHERE version = ?`` just before running it. Candidates
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,13 +44,15 @@ log = logging.getLogger(__name__)
 class PollingStrategyConfig:
     """Which strategy, and its limits as fractions of the worker thread count."""
 
-    kind: str = "fetch"  # "fetch" | "lock_and_fetch"
+    kind: str = "fetch"  # "fetch" | "lock_and_fetch" | "auto"
     lower_fraction: float = 0.5
     upper_fraction: float = 3.0
 
     def __post_init__(self) -> None:
-        if self.kind not in ("fetch", "lock_and_fetch"):
-            raise ValueError(f"unknown polling strategy {self.kind!r}; use 'fetch' or 'lock_and_fetch'")
+        if self.kind not in ("fetch", "lock_and_fetch", "auto"):
+            raise ValueError(
+                f"unknown polling strategy {self.kind!r}; use 'fetch', 'lock_and_fetch' or 'auto'"
+            )
         if self.lower_fraction < 0:
             raise ValueError(f"lower limit fraction must be >= 0, got {self.lower_fraction}")
         if not self.lower_fraction < self.upper_fraction:
@@ -66,6 +73,44 @@ class PollingStrategyConfig:
     @classmethod
     def lock_and_fetch(cls, lower: float = 0.5, upper: float = 1.0) -> PollingStrategyConfig:
         return cls("lock_and_fetch", lower, upper)
+
+    @classmethod
+    def auto(cls) -> PollingStrategyConfig:
+        """Limits of the lock-and-fetch it usually becomes: the upper one only until the first
+        executions are timed (:class:`ClaimSizing` takes over); fetch's own where it falls back."""
+        return cls("auto", 0.5, 1.0)
+
+
+#: a queued claim should start within about this many seconds (sizes auto's claims)
+QUEUE_HORIZON = 1.0
+#: at most this many executions per worker thread claimed (running or queued) at once
+MAX_CLAIMED_PER_THREAD = 10
+#: weight of the newest execution time in the running mean
+_EWMA_WEIGHT = 0.2
+
+
+class ClaimSizing:
+    """How many executions auto's lock-and-fetch may hold (running plus queued): one per thread
+    until executions have been timed; then as many more per thread as one thread gets through
+    within :data:`QUEUE_HORIZON`, at most :data:`MAX_CLAIMED_PER_THREAD` in all. Short tasks are
+    claimed in bulk (a claim's round trips shared by many), long ones one per free thread, and
+    nothing is claimed that would wait long for a thread (queued claims heartbeat meanwhile)."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self.mean_seconds: float | None = None
+
+    def record(self, seconds: float) -> None:
+        # Worker threads record concurrently; a lost update only delays the mean slightly.
+        mean = self.mean_seconds
+        self.mean_seconds = seconds if mean is None else mean + _EWMA_WEIGHT * (seconds - mean)
+
+    def upper(self) -> int:
+        mean = self.mean_seconds
+        if mean is None:
+            return self.threads
+        queued_per_thread = int(QUEUE_HORIZON / max(mean, 1e-6))
+        return self.threads * min(MAX_CLAIMED_PER_THREAD, 1 + queued_per_thread)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +221,7 @@ class LockAndFetchStrategy:
         upper: int,
         trigger: Callable[[], None],
         claims: QueuedClaims,
+        sizing: ClaimSizing | None = None,
     ) -> None:
         self.repository = repository
         self.runner = runner
@@ -186,27 +232,75 @@ class LockAndFetchStrategy:
         self.upper = upper
         self.trigger = trigger
         self.claims = claims
+        self.sizing = sizing
         self._more_in_db = False
 
     def run(self, now: datetime | None = None) -> PollResult:
         """One claim of rows due by ``now`` (default: the clock's now)."""
-        to_fetch = self.upper - self.pool.in_queue_or_processing
+        upper = self.upper if self.sizing is None else self.sizing.upper()
+        to_fetch = upper - self.pool.in_queue_or_processing
         if to_fetch <= 0:
-            return PollResult(0, True)
-        picked = self.repository.lock_and_fetch(now or self.clock.now(), to_fetch)
-        self._more_in_db = len(picked) == to_fetch
-        if not picked:
-            return PollResult(0, False)
-        for execution in picked:
-            self.pool.submit(
-                self.claims.job(self.claims.add(execution), self.runner, self.listeners), self._done
-            )
+            result = PollResult(0, True)
+        else:
+            picked = self.repository.lock_and_fetch(now or self.clock.now(), to_fetch)
+            self._more_in_db = len(picked) == to_fetch
+            for execution in picked:
+                # Not accepted (shutting down): the claim stays queued, and the shutdown gives it back.
+                self.pool.submit(self._job(self.claims.add(execution)), self._done)
+            result = PollResult(len(picked), self._more_in_db)
+        # every poll, as fetch does (db-scheduler too): listeners count polls, not only fruitful ones
         self.listeners.on_scheduler_event(SchedulerEventType.RAN_EXECUTE_DUE)
-        return PollResult(len(picked), self._more_in_db)
+        return result
+
+    def _job(self, token: int) -> Callable[[], None]:
+        job = self.claims.job(token, self.runner, self.listeners)
+        sizing = self.sizing
+        if sizing is None:
+            return job
+
+        def timed() -> None:
+            started = time.monotonic()
+            job()
+            sizing.record(time.monotonic() - started)
+
+        return timed
 
     def _done(self) -> None:
         if self._more_in_db and self.pool.in_queue_or_processing <= self.lower:
             self.trigger()
+
+
+class AutoStrategy:
+    """The default: on its first poll, read whether the server has ``SKIP LOCKED`` and become
+    sized lock-and-fetch, or fetch where it has not (a failed read fails that poll only, and
+    the next one reads again)."""
+
+    def __init__(
+        self,
+        repository: TaskRepository,
+        lock_and_fetch: Callable[[], LockAndFetchStrategy],
+        fetch: Callable[[], FetchStrategy],
+    ) -> None:
+        self.repository = repository
+        self._lock_and_fetch = lock_and_fetch
+        self._fetch = fetch
+        self.chosen: FetchStrategy | LockAndFetchStrategy | None = None
+
+    def choose(self) -> FetchStrategy | LockAndFetchStrategy:
+        if self.chosen is None:
+            if self.repository.server_has_skip_locked():
+                self.chosen = self._lock_and_fetch()
+                log.info("polling strategy: lock-and-fetch (the server has SKIP LOCKED)")
+            else:
+                self.chosen = self._fetch()
+                log.info(
+                    "polling strategy: fetch (%s has no SELECT … FOR UPDATE SKIP LOCKED)",
+                    self.repository.server_description(),
+                )
+        return self.chosen
+
+    def run(self, now: datetime | None = None) -> PollResult:
+        return self.choose().run(now)
 
 
 #: after a wake-up hint given from inside a commit (before it lands), poll again this long
@@ -220,7 +314,7 @@ class PollLoop:
 
     def __init__(
         self,
-        strategy: FetchStrategy | LockAndFetchStrategy,
+        strategy: FetchStrategy | LockAndFetchStrategy | AutoStrategy,
         repository: TaskRepository,
         clock: Clock,
         state: SchedulerState,

@@ -638,6 +638,20 @@ class TaskRepository:
         with self._one() as conn:
             return conn.execute(self._sql_release_notified, self._notified_params(key, now)).rowcount == 1
 
+    def server_has_skip_locked(self) -> bool:
+        """Whether the server has ``SELECT … FOR UPDATE SKIP LOCKED`` (reads its version where
+        that decides it: MySQL ≥ 8.0.1, MariaDB ≥ 10.6)."""
+        query = self.dialect.server_version_query()
+        if query is None:
+            return self.dialect.supports_skip_locked("")
+        with self._reading() as conn:
+            self.server_version = str(conn.exec_driver_sql(query).scalar())
+        return self.dialect.supports_skip_locked(self.server_version)
+
+    def server_description(self) -> str:
+        version = getattr(self, "server_version", None)
+        return self.dialect.name if version is None else f"{self.dialect.name} server {version}"
+
     def lock_and_fetch(self, now: datetime, limit: int) -> list[Execution]:
         """Claim up to ``limit`` due rows at once with ``FOR UPDATE SKIP LOCKED``."""
         if not self.dialect.supports_lock_and_fetch:

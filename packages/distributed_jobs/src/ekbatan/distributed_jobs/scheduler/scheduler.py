@@ -40,6 +40,8 @@ from ekbatan.distributed_jobs.scheduler.listener import (
 from ekbatan.distributed_jobs.scheduler.notified_claims import NotifiedClaims
 from ekbatan.distributed_jobs.scheduler.outage import FailureLog, check_connection
 from ekbatan.distributed_jobs.scheduler.polling import (
+    AutoStrategy,
+    ClaimSizing,
     FetchStrategy,
     LockAndFetchStrategy,
     PollingStrategyConfig,
@@ -97,7 +99,7 @@ class SchedulerBuilder:
         self._delete_unresolved_after = timedelta(days=14)
         self._immediate_execution = True
         self._priority = False
-        self._strategy = PollingStrategyConfig.fetch()
+        self._strategy = PollingStrategyConfig.auto()
         self._name: str | None = None
         self._table_name = DEFAULT_TABLE_NAME
         self._serializer: Serializer = JsonSerializer()
@@ -170,6 +172,8 @@ class SchedulerBuilder:
         return self
 
     def poll_using_fetch(self, lower_fraction: float = 0.5, upper_fraction: float = 3.0) -> SchedulerBuilder:
+        """db-scheduler's fetch strategy, on every database. Without a ``poll_using_…`` call the
+        scheduler chooses: sized lock-and-fetch where the server has ``SKIP LOCKED``, else fetch."""
         self._strategy = PollingStrategyConfig.fetch(lower_fraction, upper_fraction)
         return self
 
@@ -500,34 +504,8 @@ class Scheduler(SchedulerClient):
         if self.completion_writer is not None:
             self.completion_writer.start()
         self._pool = WorkerPool(self.threads, name=f"ekbatan-worker-{self.name}")
-        if self.strategy_config.kind == "lock_and_fetch":
-            strategy: FetchStrategy | LockAndFetchStrategy = LockAndFetchStrategy(
-                self.repository,
-                self.runner,
-                self._pool,
-                self.clock,
-                self.listeners,
-                self.lower_limit,
-                self.upper_limit,
-                self.trigger_check_for_due_executions,
-                self.queued_claims,
-            )
-        else:
-            strategy = FetchStrategy(
-                self.repository,
-                self.runner,
-                self._pool,
-                self.clock,
-                self,
-                self.listeners,
-                self.lower_limit,
-                self.upper_limit,
-                self.trigger_check_for_due_executions,
-                # Sampling reorders rows across instances, which a priority order must not suffer.
-                ClaimContention(enabled=not self.options._priority),
-            )
         self._poller = PollLoop(
-            strategy,
+            self._strategy(self._pool),
             self.repository,
             self.clock,
             self,
@@ -558,6 +536,47 @@ class Scheduler(SchedulerClient):
         if self.options._shutdown_hook and not self._atexit_registered:
             atexit.register(self.stop)
             self._atexit_registered = True
+
+    def _strategy(self, pool: WorkerPool) -> FetchStrategy | LockAndFetchStrategy | AutoStrategy:
+        def lock_and_fetch(sizing: ClaimSizing | None = None) -> LockAndFetchStrategy:
+            return LockAndFetchStrategy(
+                self.repository,
+                self.runner,
+                pool,
+                self.clock,
+                self.listeners,
+                self.lower_limit,
+                self.upper_limit,
+                self.trigger_check_for_due_executions,
+                self.queued_claims,
+                sizing,
+            )
+
+        def fetch(lower: int = self.lower_limit, upper: int = self.upper_limit) -> FetchStrategy:
+            return FetchStrategy(
+                self.repository,
+                self.runner,
+                pool,
+                self.clock,
+                self,
+                self.listeners,
+                lower,
+                upper,
+                self.trigger_check_for_due_executions,
+                # Sampling reorders rows across instances, which a priority order must not suffer.
+                ClaimContention(enabled=not self.options._priority),
+            )
+
+        kind = self.strategy_config.kind
+        if kind == "lock_and_fetch":
+            return lock_and_fetch()
+        if kind == "fetch":
+            return fetch()
+        return AutoStrategy(
+            self.repository,
+            lambda: lock_and_fetch(ClaimSizing(self.threads)),
+            lambda: fetch(*PollingStrategyConfig.fetch().limits(self.threads)),
+        )
 
     def _start_listening(self) -> None:
         """On PostgreSQL, hear other processes' schedules: claim what they name, or wake the poller."""
@@ -660,6 +679,7 @@ class Scheduler(SchedulerClient):
         pool = self._pool
         assert pool is not None
         pool.stop_accepting()
+        self._give_back_queued_claims()
         max_wait = self.shutdown_max_wait.total_seconds()
         if not pool.wait_idle(max_wait):
             log.warning(
@@ -679,6 +699,16 @@ class Scheduler(SchedulerClient):
                     still or "(none registered)",
                 )
         pool.close()
+
+    def _give_back_queued_claims(self) -> None:
+        """Claimed rows no worker has started: unpicked (at their version) for any instance to
+        run, instead of run while the process stops or left picked until found dead."""
+        released = self.queued_claims.release_all()
+        if released:
+            self.repository.unpick(released)
+            log.info(
+                "scheduler %s gave back %d claimed execution(s) it had not started", self.name, len(released)
+            )
 
     def __enter__(self) -> Scheduler:
         self.start()

@@ -1,0 +1,109 @@
+"""The default polling strategy: sized lock-and-fetch where the server has ``SKIP LOCKED``,
+fetch elsewhere (SQLite, MySQL before 8.0.1, MariaDB before 10.6), decided from the server's
+reported version."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from ekbatan.distributed_jobs.scheduler import Scheduler, Tasks
+from ekbatan.distributed_jobs.scheduler.dialects import MariaDbDialect, SqlDialect, resolve_dialect
+from ekbatan.distributed_jobs.scheduler.dialects.mysql import server_has_skip_locked
+from ekbatan.distributed_jobs.scheduler.polling import (
+    MAX_CLAIMED_PER_THREAD,
+    AutoStrategy,
+    ClaimSizing,
+    FetchStrategy,
+    LockAndFetchStrategy,
+)
+from testsupport import wait_until
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("10.11.6-MariaDB-0+deb12u1", True),
+        ("10.6.0-MariaDB", True),
+        ("11.4.2-MariaDB-ubu2404", True),
+        ("10.5.23-MariaDB-log", False),
+        ("10.3.39-MariaDB-0+deb10u1", False),
+        ("5.5.5-10.4.32-MariaDB", False),  # the replication prefix older clients were shown
+        ("5.5.5-10.6.12-MariaDB", True),
+        ("8.0.35", True),
+        ("8.4.0-commercial", True),
+        ("8.0.1-dmr-log", True),
+        ("8.0.0-dmr", False),
+        ("5.7.44-log", False),
+        ("not a version", False),
+    ],
+)
+def test_skip_locked_is_read_from_the_server_version(version, expected):
+    assert server_has_skip_locked(version) is expected
+
+
+def test_the_dialects_decide_without_asking_where_the_version_cannot_matter():
+    postgres, sqlite = (resolve_dialect(None, name) for name in ("postgresql", "sqlite"))  # type: ignore[arg-type]
+    assert postgres.server_version_query() is None and postgres.supports_skip_locked("")
+    assert sqlite.server_version_query() is None and not sqlite.supports_skip_locked("")
+
+
+def test_claims_grow_for_short_executions_and_stay_one_per_thread_for_long_ones():
+    sizing = ClaimSizing(threads=10)
+    assert sizing.upper() == 10  # nothing timed yet: one per thread
+    for _ in range(30):
+        sizing.record(0.0005)
+    assert sizing.upper() == 10 * MAX_CLAIMED_PER_THREAD
+    for _ in range(100):
+        sizing.record(0.25)
+    assert sizing.upper() == 10 * 5  # one running + four queued (a second's work) per thread
+    for _ in range(30):
+        sizing.record(3.0)
+    assert sizing.upper() == 10
+
+
+def _run_with_default_strategy(engine, dialect: SqlDialect | None = None) -> AutoStrategy:
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def run(instance, ctx):
+        with lock:
+            ran.append(instance.id)
+
+    task = Tasks.one_time("t").execute(run)
+    builder = Scheduler.create(engine, task).polling_interval(timedelta(milliseconds=50))
+    if dialect is not None:
+        builder.dialect(dialect)
+    scheduler = builder.build()
+    scheduler.schedule_batch([task.instance(str(i)) for i in range(200)])
+    with scheduler:
+        wait_until(lambda: len(ran) == 200, timeout=60, message="200 executions ran")
+        strategy = scheduler._poller.strategy
+    assert sorted(ran, key=int) == [str(i) for i in range(200)]
+    assert isinstance(strategy, AutoStrategy)
+    return strategy
+
+
+def test_the_default_strategy_on_each_server(engine, dialect):
+    chosen = _run_with_default_strategy(engine).chosen
+    if dialect == "sqlite":
+        assert isinstance(chosen, FetchStrategy)
+    else:  # PostgreSQL 15 and MariaDB 10.11 (also through a mysql+pymysql URL)
+        assert isinstance(chosen, LockAndFetchStrategy) and chosen.sizing is not None
+        assert chosen.sizing.mean_seconds is not None  # executions were timed
+
+
+class _MariaDb105(MariaDbDialect):
+    """The server's answer to a version query, as a MariaDB 10.5 server gives it."""
+
+    def server_version_query(self) -> str | None:
+        return "SELECT '10.5.23-MariaDB-log'"
+
+
+@pytest.mark.dialects("mariadb")
+def test_a_server_without_skip_locked_falls_back_to_fetch(engine):
+    strategy = _run_with_default_strategy(engine, _MariaDb105())
+    assert isinstance(strategy.chosen, FetchStrategy)
+    assert "10.5.23" in strategy.repository.server_description()
