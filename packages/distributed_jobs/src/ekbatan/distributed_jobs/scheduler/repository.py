@@ -700,12 +700,14 @@ class TaskRepository:
             ),
         )
 
-        # READ COMMITTED: under REPEATABLE READ InnoDB keeps a lock on every row the scan
-        # examined (the picked rows other workers are finishing, too) and the key-list UPDATE
-        # waits on rows outside its list; the DELETE/UPDATE completing such a row then
-        # deadlocks with this transaction and loses (the execution runs again once found dead).
+        start = d.claim_transaction_start()
+
+        # A select and an update of its keys in one transaction: neither MySQL nor MariaDB has
+        # SKIP LOCKED in UPDATE, nor (MariaDB) UPDATE … RETURNING.
         def claim() -> list[Execution]:
-            with self.engine.execution_options(isolation_level="READ COMMITTED").begin() as conn:
+            with self.engine.begin() as conn:
+                if start is not None:
+                    conn.exec_driver_sql(start)
                 candidates = self._resolved(conn.execute(select, params).all())
                 if not candidates:
                     return []

@@ -89,6 +89,10 @@ class SqlDialect:
     def lock_and_fetch_select_tail(self, n: int) -> str:
         raise NotImplementedError(f"{self.name} cannot lock-and-fetch")
 
+    def claim_transaction_start(self) -> str | None:
+        """The statement opening a two-statement lock-and-fetch claim's transaction (None: none)."""
+        return None
+
     # -- connection setup -----------------------------------------------------------------
     def prepare_connection(self, dbapi_connection: Any) -> None:
         """Called once per new DBAPI connection the engine hands out."""

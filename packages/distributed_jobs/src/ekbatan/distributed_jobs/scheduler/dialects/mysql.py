@@ -52,6 +52,15 @@ class MySqlDialect(SqlDialect):
         # MySQL and MariaDB put the locking clause after LIMIT.
         return f" LIMIT {int(n)} FOR UPDATE SKIP LOCKED"
 
+    def claim_transaction_start(self) -> str | None:
+        # READ COMMITTED for the claim's one transaction. Under REPEATABLE READ InnoDB keeps a
+        # lock on every row the scan examined (the picked rows other workers are finishing, too)
+        # and the key-list UPDATE waits on rows outside its list; the DELETE/UPDATE completing
+        # such a row then deadlocks with the claim. SET TRANSACTION applies to the next
+        # transaction only: one round trip, where SQLAlchemy's isolation_level option spends four
+        # (SET SESSION and COMMIT at checkout, again at check-in).
+        return "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
     def add_priority_column(self, table: str, index: str) -> list[str]:
         return [
             f"ALTER TABLE {table} ADD COLUMN priority SMALLINT, "
