@@ -107,3 +107,16 @@ def test_a_server_without_skip_locked_falls_back_to_fetch(engine):
     strategy = _run_with_default_strategy(engine, _MariaDb105())
     assert isinstance(strategy.chosen, FetchStrategy)
     assert "10.5.23" in strategy.repository.server_description()
+
+
+def test_sized_claims_refill_while_half_of_them_still_wait():
+    from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
+
+    sizing = ClaimSizing(threads=10)
+    strategy = LockAndFetchStrategy(None, None, None, None, None, 5, 10, lambda: None, QueuedClaims(), sizing)  # type: ignore[arg-type]
+    assert strategy._refill_at() == 5  # nothing timed: the lower limit, as explicit lock-and-fetch
+    for _ in range(30):
+        sizing.record(0.0005)
+    assert strategy._refill_at() == 50  # half of the 100 it may hold
+    explicit = LockAndFetchStrategy(None, None, None, None, None, 5, 100, lambda: None, QueuedClaims())  # type: ignore[arg-type]
+    assert explicit._refill_at() == 5

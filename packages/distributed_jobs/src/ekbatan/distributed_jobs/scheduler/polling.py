@@ -266,8 +266,16 @@ class LockAndFetchStrategy:
         return timed
 
     def _done(self) -> None:
-        if self._more_in_db and self.pool.in_queue_or_processing <= self.lower:
+        if self._more_in_db and self.pool.in_queue_or_processing <= self._refill_at():
             self.trigger()
+
+    def _refill_at(self) -> int:
+        """Poll again when this few are left. A sized claim of many short executions refills at
+        half of what it may hold, while the threads still have queued work: refilling only once
+        they are running out would leave them idle for the claim's round trips."""
+        if self.sizing is None:
+            return self.lower
+        return max(self.lower, self.sizing.upper() // 2)
 
 
 class AutoStrategy:
