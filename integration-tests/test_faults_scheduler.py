@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler import Execution, SchedulerClient, TaskInstance, create_table
+from ekbatan.distributed_jobs.scheduler import (
+    PRIORITY_MEDIUM,
+    Execution,
+    SchedulerClient,
+    TaskInstance,
+    create_table,
+)
 from testsupport import IsolatedDatabase, wait_until
 from testsupport.scheduler_process import SchedulerProcess, scheduler_processes
 
@@ -117,8 +123,10 @@ def test_workers_killed_repeatedly_every_task_completes_and_recurring_jobs_keep_
         for proc in stable:
             proc.start()
         began = time.monotonic()
+        # an explicit priority: this client does not know the task (no default priority), and a
+        # NULL priority sorts before every other on PostgreSQL, as in db-scheduler
         assert SchedulerClient(engine, priority_enabled=True).schedule_batch(
-            [TaskInstance(WORK_TASK, str(i)) for i in range(TASKS)]
+            [TaskInstance(WORK_TASK, str(i), priority=PRIORITY_MEDIUM) for i in range(TASKS)]
         )
         remaining = TASKS
         victim_no = 0

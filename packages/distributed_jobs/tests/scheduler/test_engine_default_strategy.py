@@ -64,7 +64,9 @@ def test_claims_grow_for_short_executions_and_stay_one_per_thread_for_long_ones(
     assert sizing.upper() == 10
 
 
-def _run_with_default_strategy(engine, dialect: SqlDialect | None = None) -> AutoStrategy:
+def _run_with_default_strategy(
+    engine, dialect: SqlDialect | None = None, priority: bool = False
+) -> AutoStrategy:
     ran: list[str] = []
     lock = threading.Lock()
 
@@ -76,7 +78,7 @@ def _run_with_default_strategy(engine, dialect: SqlDialect | None = None) -> Aut
     builder = Scheduler.create(engine, task).polling_interval(timedelta(milliseconds=50))
     if dialect is not None:
         builder.dialect(dialect)
-    scheduler = builder.build()
+    scheduler = builder.enable_priority(priority).build()
     scheduler.schedule_batch([task.instance(str(i)) for i in range(200)])
     with scheduler:
         wait_until(lambda: len(ran) == 200, timeout=60, message="200 executions ran")
@@ -93,6 +95,13 @@ def test_the_default_strategy_on_each_server(engine, dialect):
     else:  # PostgreSQL 15 and MariaDB 10.11 (also through a mysql+pymysql URL)
         assert isinstance(chosen, LockAndFetchStrategy) and chosen.sizing is not None
         assert chosen.sizing.mean_seconds is not None  # executions were timed
+
+
+@pytest.mark.dialects("postgres", "mariadb", "mysql")
+def test_with_priorities_the_default_claims_no_more_than_the_threads(engine):
+    chosen = _run_with_default_strategy(engine, priority=True).chosen
+    assert isinstance(chosen, LockAndFetchStrategy)
+    assert chosen.sizing is None and chosen.upper == 10  # lock-and-fetch (0.5, 1.0) x 10 threads
 
 
 class _MariaDb105(MariaDbDialect):

@@ -572,9 +572,12 @@ class Scheduler(SchedulerClient):
             return lock_and_fetch()
         if kind == "fetch":
             return fetch()
+        # With priorities, nothing is claimed beyond the free threads: a higher priority falling
+        # due must not wait behind claimed lower ones in the local queue.
+        sizing = None if self.options._priority else ClaimSizing(self.threads)
         return AutoStrategy(
             self.repository,
-            lambda: lock_and_fetch(ClaimSizing(self.threads)),
+            lambda: lock_and_fetch(sizing),
             lambda: fetch(*PollingStrategyConfig.fetch().limits(self.threads)),
         )
 
