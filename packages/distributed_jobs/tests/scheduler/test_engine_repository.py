@@ -313,8 +313,12 @@ def test_lock_and_fetch_never_leaves_unknown_rows_picked(engine):
     r.create_if_not_exists(new(task="ghost", id="g"))
     r.create_if_not_exists(new(id="1"))
     assert [e.instance_id for e in r.lock_and_fetch(NOW, 10)] == ["1"]
-    assert r.get_execution("ghost", "g").picked is False
+    ghost = r.get_execution("ghost", "g")
+    assert (ghost.picked, ghost.version) == (False, 1)  # never claimed: its version untouched
+    assert "ghost" not in r.resolver.unresolved_names()  # the claim never met it…
+    assert r.record_unknown_due(NOW) == 1  # …the dead-execution pass looks for such rows
     assert "ghost" in r.resolver.unresolved_names()
+    assert r.record_unknown_due(NOW) == 0  # and then leaves the recorded name out
 
 
 def test_unpick_tolerates_missing_and_unpicked_rows(engine, caplog):

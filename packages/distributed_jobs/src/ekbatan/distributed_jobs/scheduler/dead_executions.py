@@ -4,7 +4,8 @@ An execution is dead when it is picked and its ``last_heartbeat`` is older than
 ``heartbeat_interval × missed_heartbeats_limit``. Any instance may declare any instance's
 execution dead; the handler's versioned write makes concurrent detectors harmless (one wins,
 the others update nothing). The same pass deletes rows of task names nobody here knows once
-they are older than ``delete_unresolved_after``.
+they are older than ``delete_unresolved_after``, and first looks for due rows of such names
+(lock-and-fetch never claims them, so the poll does not meet them).
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ class DeadExecutionDetector:
         self._on_scheduled = on_scheduled
 
     def run_once(self) -> None:
-        self.delete_old_unresolved()
         now = self.clock.now()
+        self.repository.record_unknown_due(now)
+        self.delete_old_unresolved()
         for execution in self.repository.get_dead_executions(now - self.dead_after):
             task = self.repository.resolver.resolve(execution.task_name)
             if task is None:

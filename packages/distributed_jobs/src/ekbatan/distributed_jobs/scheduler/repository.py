@@ -652,12 +652,25 @@ class TaskRepository:
         version = getattr(self, "server_version", None)
         return self.dialect.name if version is None else f"{self.dialect.name} server {version}"
 
+    def _known_names(self) -> tuple[str, dict[str, Any]]:
+        """`` AND task_name IN (…)`` of the tasks this process can run (empty when none)."""
+        names = sorted(self.resolver.tasks)
+        placeholders = ", ".join(f":k{i}" for i in range(len(names)))
+        return f" AND task_name IN ({placeholders})", {f"k{i}": n for i, n in enumerate(names)}
+
     def lock_and_fetch(self, now: datetime, limit: int) -> list[Execution]:
-        """Claim up to ``limit`` due rows at once with ``FOR UPDATE SKIP LOCKED``."""
+        """Claim up to ``limit`` due rows at once with ``FOR UPDATE SKIP LOCKED``.
+
+        Only rows of tasks this process knows: a claim of another application's row (Java's, a
+        newer release's) would have to be given back, bumping its version under the feet of
+        whoever is reading or cancelling it. Such rows are met by :meth:`record_unknown_due`.
+        """
         if not self.dialect.supports_lock_and_fetch:
             raise NotImplementedError(f"{self.dialect.name} does not support lock-and-fetch")
+        if not self.resolver.tasks:
+            return []
         d = self.dialect
-        clause, extra = self._not_in_unresolved()
+        clause, extra = self._known_names()
         params = {
             "true": d.encode_bool(True),
             "false": d.encode_bool(False),
@@ -723,6 +736,30 @@ class TaskRepository:
             e.with_changes(picked=True, picked_by=self.picked_by, last_heartbeat=now, version=e.version + 1)
             for e in with_retries(claim)
         ]
+
+    def record_unknown_due(self, now: datetime, limit: int = 100) -> int:
+        """Record as unresolved the task names of due, unpicked rows this process does not know
+        (lock-and-fetch never claims them, so it never meets them); how many rows it read."""
+        known, params = self._known_names() if self.resolver.tasks else ("", {})
+        unresolved, extra = self._not_in_unresolved()
+        sql = self._statement(
+            "unknown_due",
+            known + unresolved,
+            limit,
+            lambda: (
+                f"SELECT task_name, execution_time FROM {self.table_name} WHERE picked = :false "
+                f"AND execution_time <= :now{known.replace(' IN ', ' NOT IN ')}{unresolved} "
+                f"ORDER BY execution_time ASC{self.dialect.limit(limit)}"
+            ),
+        )
+        d = self.dialect
+        with self._reading() as conn:
+            rows = conn.execute(
+                sql, {"false": d.encode_bool(False), "now": d.encode_time(now), **params, **extra}
+            ).all()
+        for name, execution_time in rows:
+            self.resolver.add_unresolved(name, d.decode_time(execution_time))  # type: ignore[arg-type]
+        return len(rows)
 
     def unpick(self, executions: Sequence[Execution]) -> None:
         """Release picked rows (unknown tasks met by the single-statement lock-and-fetch)."""
