@@ -43,7 +43,7 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     import click
@@ -53,6 +53,8 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
     raise ImportError(
         "ekbatan.integrations.flask needs Flask: pip install 'ekbatan-integrations[flask]'"
     ) from error
+if TYPE_CHECKING:
+    from werkzeug.local import LocalProxy
 
 from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, migrate
 from ekbatan.core.sharding import resolve_jobs_config
@@ -163,7 +165,8 @@ class Ekbatan:
 
     def _current_app(self) -> Flask:
         if has_app_context():
-            return current_app._get_current_object()  # type: ignore[attr-defined]
+            # flask annotates current_app as the Flask it stands for; it is werkzeug's proxy to it
+            return cast("LocalProxy[Flask]", current_app)._get_current_object()
         apps = list(self._states.keys())
         if len(apps) == 1:
             return apps[0]
@@ -311,7 +314,7 @@ def _package_list(
         return ()
     if isinstance(value, ModuleType):
         return (value,)
-    items = value.split(",") if isinstance(value, str) else value
+    items: Iterable[str | ModuleType] = value.split(",") if isinstance(value, str) else value
     return tuple(
         item if isinstance(item, ModuleType) else item.strip() for item in items if item and str(item).strip()
     )

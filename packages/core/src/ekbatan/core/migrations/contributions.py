@@ -48,6 +48,10 @@ class Migration(NamedTuple):
         return hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
 
 
+#: a migration as a contributor may write it: ``(component, version, description, statements)``
+MigrationTuple = tuple[str, str, str, Callable[..., list[str]]]
+
+
 class MigrationContributorError(RuntimeError):
     """A contributor could not be loaded, or returned something that breaks the contract."""
 
@@ -98,7 +102,7 @@ def validate_contribution(produced: Any, origin: str) -> list[Migration]:
     return checked
 
 
-def plan(migrations: Iterable[Migration | tuple]) -> list[Migration]:
+def plan(migrations: Iterable[Migration | MigrationTuple]) -> list[Migration]:
     """Components in alphabetical order, each component's versions in natural order; no duplicates."""
     checked = validate_contribution(list(migrations), "contributions")
     seen: set[tuple[str, str]] = set()

@@ -7,6 +7,7 @@ UTC datetimes (stored naive UTC), JSON as Python dicts, booleans.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -43,7 +44,7 @@ def eventlog_tables(dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEM
         table_schema, events_name, notifications_name = schema, "events", "event_notifications"
     uuid_type, json_type = _types(dialect)
 
-    def shared_columns() -> list[sa.Column]:
+    def shared_columns() -> list[sa.Column[Any]]:
         return [
             sa.Column("namespace", sa.String(255), nullable=False),
             sa.Column("action_id", uuid_type, nullable=False),
@@ -87,7 +88,7 @@ def eventlog_tables(dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEM
     return EventlogTables(metadata, events, event_notifications)
 
 
-def _types(dialect: Dialect) -> tuple[sa.types.TypeEngine, sa.types.TypeEngine]:
+def _types(dialect: Dialect) -> tuple[sa.types.TypeEngine[Any], sa.types.TypeEngine[Any]]:
     if dialect is Dialect.POSTGRESQL:
         return postgresql.UUID(as_uuid=True), postgresql.JSONB()
     if dialect is Dialect.MARIADB:

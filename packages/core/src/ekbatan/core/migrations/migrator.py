@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ekbatan.core.migrations.contributions import Migration, load_contributions, plan
+from ekbatan.core.migrations.contributions import Migration, MigrationTuple, load_contributions, plan
 from ekbatan.core.migrations.eventlog_ddl import DEFAULT_EVENTLOG_SCHEMA
 from ekbatan.core.migrations.history import (
     acquire_migration_lock,
@@ -92,7 +92,9 @@ def migration_targets(source: Any) -> list[MigrationTarget]:
     return targets
 
 
-def migrate(source: Any, *, contributions: Iterable[Migration | tuple] | None = None) -> list[TargetReport]:
+def migrate(
+    source: Any, *, contributions: Iterable[Migration | MigrationTuple] | None = None
+) -> list[TargetReport]:
     """Bring every target up to date; return one report per target.
 
     ``contributions`` defaults to everything registered under the ``ekbatan.migrations`` entry
@@ -118,7 +120,7 @@ def framework_statements(
     dialect: Dialect | str,
     *,
     eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA,
-    contributions: Iterable[Migration | tuple] | None = None,
+    contributions: Iterable[Migration | MigrationTuple] | None = None,
 ) -> list[str]:
     """Every contributed statement for ``dialect`` in apply order (e.g. for an Alembic ``op.execute``)."""
     migrations = load_contributions() if contributions is None else plan(contributions)

@@ -70,7 +70,7 @@ def _report(invocation: Invocation, checks: list[Check]) -> None:
     invocation.emit(
         data,
         lambda: (
-            render_table(("STATUS", "CHECK", "TARGET", "DETAIL"), [asdict(c).values() for c in checks])
+            render_table(("STATUS", "CHECK", "TARGET", "DETAIL"), [tuple(asdict(c).values()) for c in checks])
             + "\n"
             + summary
         ),
