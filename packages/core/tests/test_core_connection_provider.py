@@ -4,7 +4,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from ekbatan.core import ConnectionProvider, DataSourceConfig, Dialect, TransactionManager
+from ekbatan.core import ConnectionProvider, DataSourceConfig, DialectName, TransactionManager
 from ekbatan.core.persistence import engine_options
 
 UNREACHABLE = "postgresql+psycopg://u:hunter2@nonexistent.invalid:5432/db"
@@ -25,7 +25,7 @@ def test_building_against_an_unreachable_host_neither_fails_nor_blocks():
 
 def test_the_password_never_appears_in_repr_str_url_or_connection_errors():
     provider = ConnectionProvider.from_url(UNREACHABLE, name="orders", connection_timeout=1000)
-    assert provider.dialect is Dialect.POSTGRESQL
+    assert provider.dialect is DialectName.POSTGRESQL
     for text in (repr(provider), str(provider), provider.url, repr(provider.config)):
         assert "hunter2" not in text
     assert "***" in provider.url

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, NamedTuple
 
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 
 ENTRY_POINT_GROUP = "ekbatan.migrations"
 
@@ -31,8 +31,8 @@ class Migration(NamedTuple):
     description: str
     statements: Callable[..., list[str]]
 
-    def statements_for(self, dialect: Dialect | str, *, eventlog_schema: str = "eventlog") -> list[str]:
-        dialect_name = Dialect(dialect).value
+    def statements_for(self, dialect: DialectName | str, *, eventlog_schema: str = "eventlog") -> list[str]:
+        dialect_name = DialectName(dialect).value
         if _accepts_eventlog_schema(self.statements):
             produced = self.statements(dialect_name, eventlog_schema=eventlog_schema)
         else:

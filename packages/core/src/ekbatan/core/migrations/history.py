@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 from ekbatan.core.persistence.dialects import dialect_support
 
 HISTORY_TABLE = "ekbatan_schema_history"
 
 
-def history_table_statement(dialect: Dialect) -> str:
+def history_table_statement(dialect: DialectName) -> str:
     return (
         f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} (\n"
         f"  component VARCHAR(100) NOT NULL,\n"
@@ -58,10 +58,12 @@ def record_version(
     )
 
 
-def acquire_migration_lock(connection: sa.Connection, dialect: Dialect, timeout_seconds: int = 600) -> None:
+def acquire_migration_lock(
+    connection: sa.Connection, dialect: DialectName, timeout_seconds: int = 600
+) -> None:
     """Serialise migrators of one database (several replicas may start at once)."""
     dialect_support(dialect).acquire_migration_lock(connection, timeout_seconds)
 
 
-def release_migration_lock(connection: sa.Connection, dialect: Dialect) -> None:
+def release_migration_lock(connection: sa.Connection, dialect: DialectName) -> None:
     dialect_support(dialect).release_migration_lock(connection)

@@ -27,7 +27,7 @@ from ekbatan.core.migrations.history import (
 from ekbatan.core.persistence.connection_provider import ConnectionProvider
 from ekbatan.core.persistence.credentials import mask_url_password
 from ekbatan.core.persistence.data_source import DataSourceConfig
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
 from ekbatan.core.sharding.config import PRIMARY_CONFIG, ShardingConfig, config_path, target_name
 from ekbatan.core.sharding.registry import DatabaseRegistry
@@ -52,7 +52,7 @@ class MigrationTarget:
 @dataclass
 class TargetReport:
     name: str
-    dialect: Dialect
+    dialect: DialectName
     applied: list[tuple[str, str]] = field(default_factory=list)
     already_applied: list[tuple[str, str]] = field(default_factory=list)
 
@@ -117,7 +117,7 @@ def migrate(
 
 
 def framework_statements(
-    dialect: Dialect | str,
+    dialect: DialectName | str,
     *,
     eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA,
     contributions: Iterable[Migration | MigrationTuple] | None = None,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 from ekbatan.core.persistence.dialects import dialect_support
 
 
-def install_session_setup(engine: sa.Engine, dialect: Dialect) -> None:
+def install_session_setup(engine: sa.Engine, dialect: DialectName) -> None:
     dialect_support(dialect).install_session_setup(engine)
