@@ -165,8 +165,7 @@ class Ekbatan:
 
     def _current_app(self) -> Flask:
         if has_app_context():
-            # flask annotates current_app as the Flask it stands for; it is werkzeug's proxy to it
-            return cast("LocalProxy[Flask]", current_app)._get_current_object()
+            return _app_of_this_context()
         apps = list(self._states.keys())
         if len(apps) == 1:
             return apps[0]
@@ -243,7 +242,7 @@ class Ekbatan:
 
     # ------------------------------------------------------------------ when to start
     def _start_on_first_request(self) -> None:
-        state = self._states.get(current_app._get_current_object())  # type: ignore[attr-defined]
+        state = self._states.get(_app_of_this_context())
         if state is not None and (state.runtime is None or not state.runtime.started):
             self.start()
 
@@ -307,6 +306,11 @@ def gunicorn_worker_exit(server: Any, worker: Any) -> None:
 
 
 # ---------------------------------------------------------------------- helpers
+def _app_of_this_context() -> Flask:
+    # flask annotates current_app as the Flask it stands for; it is werkzeug's proxy to it
+    return cast("LocalProxy[Flask]", current_app)._get_current_object()
+
+
 def _package_list(
     value: Iterable[str | ModuleType] | str | ModuleType | None,
 ) -> tuple[str | ModuleType, ...]:
@@ -357,7 +361,7 @@ def migrate_command() -> None:
 def tasks_command() -> None:
     """List the rows of scheduled_tasks: task, instance, due time, picked by, failures."""
     extension: Ekbatan = current_app.extensions[EXTENSION_KEY]
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = _app_of_this_context()
     built_here = extension._states[app].runtime is None
     try:
         rows, more = list_tasks(extension.scheduler_client, limit=1000)

@@ -69,9 +69,9 @@ class MigrationError(RuntimeError):
 def migration_targets(source: Any) -> list[MigrationTarget]:
     """Targets for the ekbatan settings, a ``ShardingConfig`` or a ``DatabaseRegistry``."""
     if isinstance(source, DatabaseRegistry):
+        managers = ((shard, source.transaction_manager(shard)) for shard in source.shards)
         return [
-            MigrationTarget(source.shard_name(m.shard), m.primary, m.eventlog_schema)  # type: ignore[arg-type]
-            for m in source.transaction_managers()
+            MigrationTarget(source.shard_name(shard), m.primary, m.eventlog_schema) for shard, m in managers
         ]
     sharding = source if isinstance(source, ShardingConfig) else getattr(source, "sharding", None)
     if isinstance(sharding, ShardingConfig):
