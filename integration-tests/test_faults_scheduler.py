@@ -28,7 +28,7 @@ NODE = Path(__file__).resolve().with_name("scheduler_fault_node.py")
 sys.path.insert(0, str(NODE.parent))
 from scheduler_fault_node import HOLD_TASK, METADATA, WORK_TASK, tick_name  # noqa: E402
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 HB_S = 0.5
 MISSED_LIMIT = 4

@@ -180,6 +180,7 @@ def test_three_jobs_on_two_nodes_run_every_slot_exactly_once(database, runs_tabl
             )
 
 
+@pytest.mark.slow
 @pytest.mark.dialects("postgres")
 def test_long_job_of_a_killed_node_runs_again_on_the_other_node(database, runs_table):
     prefix = f"k{uuid.uuid4().hex[:6]}"

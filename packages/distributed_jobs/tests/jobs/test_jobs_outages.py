@@ -134,6 +134,8 @@ def test_start_fails_fast_naming_the_pool_and_leaves_no_thread(case: str, caplog
 
 
 # --------------------------------------------------------------------------- degraded start
+@pytest.mark.slow
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["postgres", "mariadb"])
 def test_degraded_start_waits_for_the_database_and_then_works(kind: str, private, caplog):
     server = private(kind)
@@ -169,6 +171,8 @@ def test_degraded_start_waits_for_the_database_and_then_works(kind: str, private
 
 
 # --------------------------------------------------------------------------- restart mid-run
+@pytest.mark.slow
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["postgres", "mariadb"])
 def test_a_database_restart_loses_nothing_and_logs_little(kind: str, private, caplog):
     server = private(kind)
