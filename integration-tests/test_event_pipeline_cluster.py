@@ -59,7 +59,7 @@ from event_pipeline_node import (  # noqa: E402
     PlaceAndPayOrder,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.dialects("postgres", "mariadb")]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.dialects("postgres", "mariadb")]
 
 ACTIONS = 1000
 EVENTS = 2 * ACTIONS

@@ -28,7 +28,7 @@ NODE = Path(__file__).resolve().with_name("scheduler_fault_node.py")
 sys.path.insert(0, str(NODE.parent))
 from scheduler_fault_node import HOLD_TASK, METADATA, WORK_TASK, tick_name  # noqa: E402
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 HB_S = 0.5
 MISSED_LIMIT = 4
@@ -351,9 +351,14 @@ def test_hung_job_stalls_nothing_else_and_stop_abandons_it_to_be_revived_elsewhe
         )
         rescuer_report = rescuer.stop()
 
-    # both phases waited, and not much longer (the slack is the process's own stopping work on a
-    # busy host, not a third wait)
-    assert 2 * SHUTDOWN_WAIT_S <= report["stop_seconds"] <= 2 * SHUTDOWN_WAIT_S + 2.0, report["stop_seconds"]
-    assert "abandoning executions still running" in report["stderr"]
+    # both phases waited out, one after the other, and then the execution abandoned: no third wait
+    assert report["stop_seconds"] >= 2 * SHUTDOWN_WAIT_S, report["stop_seconds"]
+    stderr = report["stderr"]
+    phases = [
+        stderr.find("executions still running after"),
+        stderr.find("abandoning executions still running"),
+    ]
+    assert -1 < phases[0] < phases[1], stderr
+    assert stderr.count("waiting up to") == 1 and stderr.count("abandoning executions") == 1, stderr
     assert _hold_runs(engine) == [("hung", 2), ("rescuer", 4)]
     assert rescuer_report["events"].get("DEAD_EXECUTION") == 1

@@ -114,12 +114,13 @@ def test_start_fails_fast_naming_the_pool_and_leaves_no_thread(case: str, caplog
     try:
         registry = registry_on(pool, CountingJob(f"never-{uuid.uuid4().hex[:8]}"))
         caplog.set_level(logging.DEBUG, logger="ekbatan")
-        started = time.monotonic()
+        attempts: list[object] = []
+        sa.event.listen(pool.engine, "do_connect", lambda *args: attempts.append(args))
         with pytest.raises(JobsDatabaseUnavailableError) as raised, registry:
             pytest.fail("the registry must not start")
-        elapsed = time.monotonic() - started
         message = str(raised.value)
-        assert elapsed < 5, f"start() took {elapsed:.1f}s to fail"
+        # fast: one connection attempt, no retries before giving up
+        assert len(attempts) == 1, f"{len(attempts)} connection attempts"
         assert CONFIG_PATH in message and "(jobs)" in message, message
         assert cause in message, message
         assert "***@127.0.0.1" in message and PASSWORD not in message, message
@@ -133,6 +134,7 @@ def test_start_fails_fast_naming_the_pool_and_leaves_no_thread(case: str, caplog
 
 
 # --------------------------------------------------------------------------- degraded start
+@pytest.mark.slow
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["postgres", "mariadb"])
 def test_degraded_start_waits_for_the_database_and_then_works(kind: str, private, caplog):
@@ -169,6 +171,7 @@ def test_degraded_start_waits_for_the_database_and_then_works(kind: str, private
 
 
 # --------------------------------------------------------------------------- restart mid-run
+@pytest.mark.slow
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["postgres", "mariadb"])
 def test_a_database_restart_loses_nothing_and_logs_little(kind: str, private, caplog):
@@ -249,11 +252,14 @@ def test_a_database_restart_loses_nothing_and_logs_little(kind: str, private, ca
         rows = connection.execute(sa.text("SELECT task_name, picked FROM scheduled_tasks")).all()
     pool.close()
     assert rows == [("tick", False)], rows
-    # a bounded log: one line per failing activity and its recovery, a few for completions that
-    # were in flight when the server died; not one per poll (12 s at 100 ms is 120 polls)
+    # A bounded log: one line per failing activity and its recovery, and one traceback per
+    # execution that was in the worker pool when the server died — how many is a matter of
+    # timing, but never more than a fetch holds (3 × 4 threads) plus the 0.5 × 4 left when the
+    # next one is fetched, plus the recurring tick. Never one per poll (12 s at 100 ms is 120).
+    in_flight = 3 * 4 + 2 + 1
     seconds = up_at - down_at
-    assert len(outage_lines) <= 25, f"{len(outage_lines)} lines in {seconds:.0f}s:\n" + "\n".join(
+    assert len(outage_lines) <= in_flight + 17, f"{len(outage_lines)} lines in {seconds:.0f}s:\n" + "\n".join(
         f"{r.name}: {r.getMessage()[:160]}" for r in outage_lines
     )
     tracebacks = [r for r in outage_lines if r.exc_info]
-    assert len(tracebacks) <= 8, "\n".join(r.getMessage()[:160] for r in tracebacks)
+    assert len(tracebacks) <= in_flight, "\n".join(r.getMessage()[:160] for r in tracebacks)
