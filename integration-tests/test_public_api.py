@@ -20,6 +20,7 @@ PACKAGES = [
     "ekbatan.core",
     "ekbatan.core.config",
     "ekbatan.core.persistence",
+    "ekbatan.core.persistence.dialects",
     "ekbatan.core.sharding",
     "ekbatan.core.migrations",
     "ekbatan.core.outbox",
