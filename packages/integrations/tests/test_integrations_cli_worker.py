@@ -49,6 +49,20 @@ def read_line(process: subprocess.Popen, timeout: float) -> str:
     return line
 
 
+def stop_with_sigterm(worker: subprocess.Popen) -> None:
+    """SIGTERM: the worker stops cleanly, exits 0 and says so last."""
+    worker.send_signal(signal.SIGTERM)
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    assert json.loads(out.splitlines()[-1]) == {"event": "stopped", "signal": "SIGTERM"}
+
+
+def kill(worker: subprocess.Popen) -> None:
+    if worker.poll() is None:
+        worker.kill()
+        worker.communicate(timeout=10)
+
+
 def test_the_worker_runs_jobs_and_stops_cleanly_on_sigterm(app_db, tmp_path):
     package = tmp_path / "myjobs"
     package.mkdir()
@@ -77,19 +91,14 @@ def test_the_worker_runs_jobs_and_stops_cleanly_on_sigterm(app_db, tmp_path):
         assert started["event"] == "started" and started["jobs"] == ["slow-job"]
         wait_until(lambda: (row := slow_job_row()) and row[1] is not None, timeout=30, message="slow-job ran")
         wait_until(lambda: (row := slow_job_row()) and row[0], timeout=30, message="slow-job picked again")
-        worker.send_signal(signal.SIGTERM)
-        out, err = worker.communicate(timeout=30)
-        assert worker.returncode == 0, err
-        assert json.loads(out.splitlines()[-1]) == {"event": "stopped", "signal": "SIGTERM"}
+        stop_with_sigterm(worker)
         with engine.connect() as connection:
             picked = connection.execute(
                 sa.text("SELECT count(*) FROM scheduled_tasks WHERE picked = :t"), {"t": True}
             )
             assert picked.scalar_one() == 0
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate(timeout=10)
+        kill(worker)
         engine.dispose()
 
 
@@ -157,14 +166,9 @@ def test_wait_for_database_starts_the_worker_before_its_database_and_runs_the_jo
                     ).scalar()
 
             wait_until(last_success, timeout=60, message="slow-job ran once the database was up")
-            worker.send_signal(signal.SIGTERM)
-            out, err = worker.communicate(timeout=30)
-            assert worker.returncode == 0, err
-            assert json.loads(out.splitlines()[-1]) == {"event": "stopped", "signal": "SIGTERM"}
+            stop_with_sigterm(worker)
         finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.communicate(timeout=10)
+            kill(worker)
             engine.dispose()
 
 
