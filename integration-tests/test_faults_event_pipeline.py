@@ -39,6 +39,7 @@ from event_pipeline_node import GATED_HANDLER, HANDLERS_PER_TYPE, HUNG_HANDLER, 
 from test_event_pipeline_cluster import (
     ACTIONS,
     PAIRS,
+    Node,
     Producer,
     Shard,
     assert_nothing_lost,
@@ -99,6 +100,25 @@ def stale_picked_rows(shard: Shard) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- database restarted
+#: a bound on each node's WARNING and ERROR lines over the outage: one per failing activity and
+#: its recovery, one per pipeline job run that failed or was revived, one per handler call that
+#: failed; not one per poll (20 s at 100 ms is 200 polls per node)
+MAX_OUTAGE_LINES = 60
+
+
+def outage_log(node: Node) -> tuple[int, list[str]]:
+    """(WARNING and ERROR lines, the engine's own records with a traceback) of a node's log."""
+    lines, with_traceback, logger = 0, [], ""
+    for line in node.log_lines():
+        if line[:4].isdigit():  # a record's first line: "<time> <node> <thread> <LEVEL> <logger>: ..."
+            fields = line.split(" ", 6)
+            logger = fields[5].rstrip(":") if len(fields) > 5 else ""
+            lines += fields[4] in ("WARNING", "ERROR", "CRITICAL") if len(fields) > 4 else 0
+        elif line.startswith("Traceback") and logger.startswith("ekbatan.distributed_jobs.scheduler"):
+            with_traceback.append(logger)
+    return lines, with_traceback
+
+
 @pytest.mark.slow
 def test_database_restart_under_running_nodes_loses_no_event_and_leaves_no_row_picked(
     private_shard, tmp_path
@@ -138,6 +158,7 @@ def test_database_restart_under_running_nodes_loses_no_event_and_leaves_no_row_p
         )
         assert [node.process.poll() for node in nodes] == [None, None], "a node died in the outage"
         assert [node.pid for node in nodes] == pids
+        logs = {node.name: outage_log(node) for node in nodes}
         for node in nodes:
             node.terminate()
         _, times = assert_nothing_lost(shard)
@@ -150,6 +171,11 @@ def test_database_restart_under_running_nodes_loses_no_event_and_leaves_no_row_p
         f"failed job runs {dict(job_failures(nodes))}"
     )
     assert succeeded_at_stop < PAIRS, "the handling finished before the outage: nothing to prove"
+    for name, (lines, tracebacks) in logs.items():
+        # the engine's outage lines are one-liners: a database error needs no traceback
+        assert not tracebacks, f"{name}: tracebacks from {tracebacks}"
+        assert lines <= MAX_OUTAGE_LINES, f"{name}: {lines} WARNING/ERROR lines"
+    print(f"WARNING/ERROR lines per node: { {name: lines for name, (lines, _) in logs.items()} }")
 
 
 # --------------------------------------------------------------------------- stalled handling node

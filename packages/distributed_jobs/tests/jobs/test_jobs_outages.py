@@ -368,3 +368,14 @@ def test_results_lost_with_the_database_are_logged_once_per_streak_not_per_execu
     lost = [m for m in messages if m.startswith("recording execution results")]
     assert len(lost) == 1, messages
     assert "retrying" not in lost[0] and "OperationalError" in lost[0], lost
+
+
+def test_a_drivers_own_error_is_a_database_error_logged_without_a_traceback():
+    import psycopg
+    import pymysql
+
+    from ekbatan.distributed_jobs.scheduler.outage import is_database_error
+
+    assert is_database_error(psycopg.OperationalError("server closed the connection unexpectedly"))
+    assert is_database_error(pymysql.err.OperationalError(2013, "Lost connection"))
+    assert not is_database_error(KeyError("a bug"))

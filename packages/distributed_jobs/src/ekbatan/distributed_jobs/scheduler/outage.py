@@ -78,10 +78,17 @@ def describe(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {mask_url_password(' '.join(lines[:2])) if lines else '(no message)'}"
 
 
+#: the drivers whose own exceptions (raised where no SQLAlchemy wraps them: the PostgreSQL
+#: notification listener's connection) are database errors too
+_DRIVER_MODULES = {"psycopg", "psycopg2", "pymysql", "MySQLdb", "mariadb", "sqlite3"}
+
+
 def is_database_error(exc: BaseException) -> bool:
     # A database error explains itself in one line; anything else may be a bug and gets its
     # traceback once per streak.
-    return isinstance(exc, sa.exc.DBAPIError | sa.exc.DisconnectionError | sa.exc.TimeoutError | OSError)
+    if isinstance(exc, sa.exc.DBAPIError | sa.exc.DisconnectionError | sa.exc.TimeoutError | OSError):
+        return True
+    return type(exc).__module__.partition(".")[0] in _DRIVER_MODULES
 
 
 class FailureLog:
