@@ -39,7 +39,6 @@ def _output(path: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 @pytest.mark.dialects("postgres")
 def test_two_processes_share_the_work_and_stop_cleanly(dialect, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES))

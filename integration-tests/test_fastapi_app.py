@@ -29,7 +29,6 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
     database = create_isolated_database("postgres", scope="database", prefix="fastapi")
     env = {

@@ -54,7 +54,6 @@ def create_service_tables(engine: sa.Engine) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 @pytest.mark.parametrize("preload", [False, True], ids=["fork-then-load", "preload"])
 def test_gunicorn_two_workers_run_each_slot_once_handle_every_event_and_stop_cleanly(tmp_path, preload):
     database = create_isolated_database("mariadb", prefix="fw")
@@ -173,7 +172,6 @@ def test_gunicorn_two_workers_run_each_slot_once_handle_every_event_and_stop_cle
         drop_eventlog("mariadb", eventlog)
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_flask_run_with_the_reloader_starts_in_the_child_only(tmp_path):
     url = f"sqlite:///{tmp_path / 'wallet.sqlite'}"

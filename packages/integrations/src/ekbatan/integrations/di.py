@@ -119,8 +119,14 @@ def _job_registry(
     settings: EkbatanSettings,
     migrated: bool,
     action_executor: ActionExecutor,
+    database_registry: DatabaseRegistry,
 ) -> Iterator[JobRegistry | None]:
-    # migrated and action_executor are here so that both exist before any job runs
+    # migrated and action_executor are here so that both exist before any job runs.
+    # database_registry is here so that its pools close only after the jobs have stopped:
+    # dependency-injector orders the shutdown of resources by their direct dependencies only,
+    # and the jobs reach the shard pools through providers that are not resources. Closed
+    # first, the pools were disposed under running pipeline jobs, whose next connections came
+    # from fresh pools that nobody closed (psycopg's "deleted while still open" at exit).
     if not jobs:
         yield None
         return
@@ -229,5 +235,7 @@ class EkbatanContainer(containers.DeclarativeContainer, metaclass=_SharedSelf):
     )
     jobs_pool = providers.Resource(_jobs_pool, settings, jobs)
     migrations = providers.Resource(_migrations, settings, migrate_on_start)
-    job_registry = providers.Resource(_job_registry, jobs, jobs_pool, settings, migrations, action_executor)
+    job_registry = providers.Resource(
+        _job_registry, jobs, jobs_pool, settings, migrations, action_executor, database_registry
+    )
     scheduler_client = providers.Singleton(_scheduler_client, job_registry, settings)

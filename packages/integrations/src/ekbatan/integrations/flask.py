@@ -79,6 +79,7 @@ class _AppState:
     packages: tuple[str | ModuleType, ...]
     container: Any
     migrate_on_start: bool
+    require_database: bool
     autostart: bool
     pid: int = field(default_factory=os.getpid)
     runtime: EkbatanRuntime | None = None
@@ -88,10 +89,15 @@ class _AppState:
 class Ekbatan:
     """The Flask extension. One instance may serve several applications (app factories).
 
-    ``config`` (a path or loaded settings), ``packages`` and ``migrate_on_start`` given here win
-    over the application's ``EKBATAN_CONFIG``, ``EKBATAN_PACKAGES`` (a list or a comma-separated
-    string) and ``EKBATAN_MIGRATE_ON_START``. ``container`` is the application's own
-    dependency-injector container, offered to discovered classes' constructors.
+    ``config`` (a path or loaded settings), ``packages``, ``migrate_on_start`` and
+    ``require_database`` given here win over the application's ``EKBATAN_CONFIG``,
+    ``EKBATAN_PACKAGES`` (a list or a comma-separated string), ``EKBATAN_MIGRATE_ON_START`` and
+    ``EKBATAN_REQUIRE_DATABASE``. ``container`` is the application's own dependency-injector
+    container, offered to discovered classes' constructors.
+
+    ``require_database`` (default True): starting fails at once, naming the jobs pool, when its
+    database cannot be reached; False starts degraded instead (``runtime.job_registry
+    .waiting_for_database`` is True meanwhile) and the jobs begin when the database answers.
     """
 
     def __init__(
@@ -102,11 +108,13 @@ class Ekbatan:
         packages: Iterable[str | ModuleType] | str | ModuleType | None = None,
         container: Any = None,
         migrate_on_start: bool = False,
+        require_database: bool | None = None,
     ) -> None:
         self.config = config
         self.packages = packages
         self.container = container
         self.migrate_on_start = migrate_on_start
+        self.require_database = require_database
         self._states: weakref.WeakKeyDictionary[Flask, _AppState] = weakref.WeakKeyDictionary()
         _extensions.add(self)
         if app is not None:
@@ -139,6 +147,11 @@ class Ekbatan:
             packages=packages,
             container=self.container,
             migrate_on_start=self.migrate_on_start or _flag(app.config.get("EKBATAN_MIGRATE_ON_START")),
+            require_database=(
+                self.require_database
+                if self.require_database is not None
+                else _flag(app.config.get("EKBATAN_REQUIRE_DATABASE", True))
+            ),
             autostart=_flag(app.config.get("EKBATAN_AUTOSTART", True)),
         )
         self._states[app] = state
@@ -185,6 +198,7 @@ class Ekbatan:
                     state.packages,
                     container=state.container,
                     migrate_on_start=state.migrate_on_start,
+                    require_database=state.require_database,
                 )
             return state.runtime
 
