@@ -175,14 +175,14 @@ class Probe:
         import sqlalchemy as sa
 
         from ekbatan.core import eventlog_tables
-        from ekbatan.core.persistence import Dialect
+        from ekbatan.core.persistence import DialectName
 
         self._sa = sa
         self._engine = sa.create_engine(url, poolclass=sa.NullPool)
         dialect = {"postgresql": "postgresql", "mariadb": "mariadb", "sqlite": "sqlite"}[
             self._engine.dialect.name
         ]
-        t = eventlog_tables(Dialect(dialect), eventlog)
+        t = eventlog_tables(DialectName(dialect), eventlog)
         self._events, self._notes = t.events, t.event_notifications
         self._conn = self._engine.connect()
 

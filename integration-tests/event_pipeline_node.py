@@ -10,6 +10,15 @@ Talks JSON lines on stdout: ``built`` (with the pid), ``started``, ``stopped`` (
 still executing). SIGTERM (or the end of stdin) makes it call ``registry.stop()`` and exit 0.
 Logs go to ``--log-file``, which the test prints when it fails.
 
+Two handlers can misbehave on purpose, for the fault tests (``test_faults_event_pipeline.py``):
+
+* ``--gate-file PATH``: the first call of ``GATED_HANDLER`` reports ``gate_blocked`` and waits
+  while PATH exists, then reports ``gate_released`` and raises (a try that fails late, as a
+  process stalled in its handler would report it);
+* ``--hang-every N``: ``HUNG_HANDLER`` never returns for the events whose ``number`` is a
+  multiple of N (it reports ``hung``); ``--handler-timeout-ms`` gives the handling job its
+  ``handler_timeout``.
+
 The event classes, the action and the ``handled`` table are defined here so the test process
 writes the very events the nodes decode.
 """
@@ -77,6 +86,8 @@ HANDLERS_PER_TYPE = 3
 HANDLER_NAMES = tuple(
     f"{event_class.event_type()}-h{i}" for event_class in EVENT_CLASSES for i in range(HANDLERS_PER_TYPE)
 )
+GATED_HANDLER = HANDLER_NAMES[0]
+HUNG_HANDLER = HANDLER_NAMES[-1]
 
 
 @dataclass(frozen=True)
@@ -97,13 +108,43 @@ class PlaceAndPayOrder(Action[PlaceAndPay, None]):
         )
 
 
+class Misbehaviour:
+    """What the ``--gate-file`` and ``--hang-every`` options ask of the handlers."""
+
+    def __init__(self, gate_file: str | None, hang_every: int, stopping: threading.Event) -> None:
+        self.gate_file = gate_file
+        self.hang_every = hang_every
+        self.stopping = stopping
+        self._gate_used = threading.Lock()
+
+    def before_handling(self, name: str, envelope: EventEnvelope[Any]) -> None:
+        if name == GATED_HANDLER and self.gate_file is not None and self._gate_used.acquire(blocking=False):
+            emit("gate_blocked", event_id=str(envelope.event_id))
+            while os.path.exists(self.gate_file) and not self.stopping.is_set():
+                time.sleep(0.02)
+            emit("gate_released", event_id=str(envelope.event_id))
+            raise RuntimeError("released from the gate: this try fails")
+        if name == HUNG_HANDLER and self.hang_every and envelope.event.number % self.hang_every == 0:
+            emit("hung", event_id=str(envelope.event_id))
+            self.stopping.wait()  # never returns while the node runs
+            raise RuntimeError("the node stops")
+
+
 class RecordingHandler(EventHandler[Any]):
-    def __init__(self, name: str, event_class: type[ModelEvent], app: sa.Engine, node: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        event_class: type[ModelEvent],
+        app: sa.Engine,
+        node: str,
+        misbehaviour: Misbehaviour | None = None,
+    ) -> None:
         self._name = name
         self._event_class = event_class
         self._app = app
         self._node = node
         self._pid = os.getpid()
+        self._misbehaviour = misbehaviour
 
     def name(self) -> str:
         return self._name
@@ -114,6 +155,8 @@ class RecordingHandler(EventHandler[Any]):
     def handle(self, envelope: EventEnvelope[Any]) -> None:
         if not isinstance(envelope.event, self._event_class):
             raise TypeError(f"{self._name} got a {type(envelope.event).__name__}")
+        if self._misbehaviour is not None:
+            self._misbehaviour.before_handling(self._name, envelope)
         with self._app.begin() as connection:
             connection.execute(
                 HANDLED.insert().values(
@@ -148,6 +191,9 @@ def main() -> int:
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--missed-heartbeats", type=int, default=4)
     parser.add_argument("--shutdown-ms", type=int, default=4000)
+    parser.add_argument("--gate-file", default=None)
+    parser.add_argument("--hang-every", type=int, default=0)
+    parser.add_argument("--handler-timeout-ms", type=int, default=0)
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.INFO,
@@ -172,10 +218,13 @@ def main() -> int:
     manager = TransactionManager(shard_pool, shard=SHARD, eventlog_schema=args.eventlog)
     database_registry = DatabaseRegistry([manager], default_shard=SHARD)
     handlers = EventHandlerRegistry.builder()
+    misbehaviour = Misbehaviour(args.gate_file, args.hang_every, stopping)
     for event_class in EVENT_CLASSES:
         for i in range(HANDLERS_PER_TYPE):
             handlers.with_handler(
-                RecordingHandler(f"{event_class.event_type()}-h{i}", event_class, app, args.node)
+                RecordingHandler(
+                    f"{event_class.event_type()}-h{i}", event_class, app, args.node, misbehaviour
+                )
             )
     pipeline_poll = timedelta(milliseconds=args.pipeline_poll_ms)
     jobs = event_pipeline_jobs(
@@ -183,6 +232,9 @@ def main() -> int:
             fanout_poll_delay=pipeline_poll,
             handling_poll_delay=pipeline_poll,
             handling={"enabled": True},
+            handling_handler_timeout=(
+                timedelta(milliseconds=args.handler_timeout_ms) if args.handler_timeout_ms else None
+            ),
         ),
         database_registry=database_registry,
         event_handler_registry=handlers.build(),

@@ -11,6 +11,11 @@ test reads what ran from that table rather than from this process's memory:
 * ``hold`` (one-time): with ``--hold``, waits until the ``release`` command, ignoring shutdown (a
   hung handler); without it, returns at once.
 
+``--tally N`` makes ``work`` count its runs in memory instead (a preallocated counter per
+instance id ``0`` … ``N-1``, so that counting does not grow the process): the ``report`` line
+then carries them, base64, as ``tally``; ``work`` then does not sleep either. ``--strategy
+lock_and_fetch`` polls with that strategy instead of the engine's default.
+
 ``--priority`` enables priorities (recurring tasks before one-time ones when both are due).
 ``--clock-offset-ms`` runs the scheduler on a clock that many milliseconds ahead of the system's.
 
@@ -22,6 +27,7 @@ the process exits, abandoning any hung handler). Replies are JSON lines on stdou
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import os
@@ -93,6 +99,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--clock-offset-ms", type=int, default=0)
     parser.add_argument("--priority", action="store_true")
+    parser.add_argument("--tally", type=int, default=0)
+    parser.add_argument("--strategy", default=None, choices=["fetch", "lock_and_fetch"])
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -119,7 +127,14 @@ def main(argv: list[str]) -> int:
                 )
             )
 
+    tally = bytearray(args.tally)
+    tally_lock = threading.Lock()
+
     def work(instance: Any, ctx: Any) -> None:
+        if args.tally:
+            with tally_lock:
+                tally[int(instance.id)] += 1
+            return
         record(instance, ctx)
         time.sleep(args.work_ms / 1000)
 
@@ -159,6 +174,10 @@ def main(argv: list[str]) -> int:
         .clock(clock)
         .add_listener(Counter())
     )
+    if args.strategy == "lock_and_fetch":
+        builder = builder.poll_using_lock_and_fetch()
+    elif args.strategy == "fetch":
+        builder = builder.poll_using_fetch()
     scheduler = (builder.enable_priority() if args.priority else builder).build()
     _emit("built", pid=pid)
 
@@ -183,6 +202,7 @@ def main(argv: list[str]) -> int:
                 events=counted(),
                 stop_seconds=time.monotonic() - began,
                 executing_after_stop=len(scheduler.get_currently_executing()),
+                tally=base64.b64encode(bytes(tally)).decode() if args.tally else None,
             )
             engine.dispose()
             # worker threads are daemons: a hung handler dies with the process

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 
+@pytest.mark.slow
 def test_demo_runs_every_one_time_task_exactly_once(tmp_path):
     finished = subprocess.run(
         [sys.executable, "-m", "ekbatan.distributed_jobs.demo", "--seconds", "4", "--tasks", "6"],
@@ -33,6 +34,7 @@ def _product_demo(tmp_path, *args):
     )
 
 
+@pytest.mark.slow
 def test_the_product_demo_proves_its_guarantees_on_sqlite(tmp_path):
     finished = _product_demo(tmp_path)
     assert finished.returncode == 0, finished.stdout + finished.stderr
@@ -48,6 +50,7 @@ def test_the_product_demo_proves_its_guarantees_on_sqlite(tmp_path):
     assert not list(tmp_path.iterdir()), "the demo left its temporary directory behind"
 
 
+@pytest.mark.slow
 @pytest.mark.dialects("postgres", "mariadb")
 def test_the_product_demo_runs_on_a_server(dialect, database, tmp_path):
     finished = _product_demo(tmp_path, "--url", database.url)

@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ from event_pipeline_node import (  # noqa: E402
     PlaceAndPayOrder,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.dialects("postgres", "mariadb")]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.dialects("postgres", "mariadb")]
 
 ACTIONS = 1000
 EVENTS = 2 * ACTIONS
@@ -139,6 +139,12 @@ def drop_eventlog(dialect: str, eventlog: str) -> None:
 
 @pytest.fixture
 def shard(dialect: str) -> Iterator[Shard]:
+    with migrated_shard(dialect) as migrated:
+        yield migrated
+
+
+@contextlib.contextmanager
+def migrated_shard(dialect: str) -> Iterator[Shard]:
     """One migrated shard: the eventlog tables, ``scheduled_tasks`` and ``handled``."""
     database = create_isolated_database(dialect, scope="schema", prefix="lehc")
     eventlog = f"el_{uuid.uuid4().hex[:10]}"
@@ -162,13 +168,14 @@ def shard(dialect: str) -> Iterator[Shard]:
 class Node:
     """A node process: JSON lines from its stdout on a queue; its log in a file."""
 
-    def __init__(self, shard: Shard, name: str, log_dir: Path) -> None:
+    def __init__(self, shard: Shard, name: str, log_dir: Path, extra: Sequence[str] = ()) -> None:
+        """``extra``: more options of the node script (its misbehaving handlers)."""
         self.name = name
         self.log_file = log_dir / f"{name}.log"
         self.stderr = (log_dir / f"{name}.stderr").open("w+")
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
         argv = [sys.executable, str(NODE_SCRIPT), "--url", shard.url, "--eventlog", shard.eventlog]
-        argv += ["--node", name, "--log-file", str(self.log_file), *NODE_TUNING]
+        argv += ["--node", name, "--log-file", str(self.log_file), *NODE_TUNING, *extra]
         self.process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -249,11 +256,11 @@ class Node:
 
 
 @contextlib.contextmanager
-def cluster(shard: Shard, log_dir: Path, *names: str) -> Iterator[list[Node]]:
+def cluster(shard: Shard, log_dir: Path, *names: str, extra: Sequence[str] = ()) -> Iterator[list[Node]]:
     spawned: list[Node] = []
     try:
         for name in names:
-            spawned.append(Node(shard, name, log_dir))
+            spawned.append(Node(shard, name, log_dir, extra))
         for node in spawned:
             node.wait_for("started")
         yield spawned
@@ -320,12 +327,12 @@ class Producer:
 
 
 # ----------------------------------------------------------------------------- assertions
-def wait_all_succeeded(shard: Shard, nodes: list[Node], timeout: float) -> None:
+def wait_all_succeeded(shard: Shard, nodes: list[Node], timeout: float, pairs: int = PAIRS) -> None:
     def done() -> bool:
-        return shard.states().get("SUCCEEDED", 0) == PAIRS
+        return shard.states().get("SUCCEEDED", 0) == pairs
 
     try:
-        wait_until(done, timeout=timeout, interval=0.2, message=f"{PAIRS} notifications SUCCEEDED")
+        wait_until(done, timeout=timeout, interval=0.2, message=f"{pairs} notifications SUCCEEDED")
     except AssertionError as error:
         raise AssertionError(
             f"{error}; states {dict(shard.states())}, undelivered events "
@@ -334,11 +341,12 @@ def wait_all_succeeded(shard: Shard, nodes: list[Node], timeout: float) -> None:
         ) from None
 
 
-def assert_nothing_lost(shard: Shard) -> tuple[list[dict], Counter]:
-    """Every (event, handler) pair SUCCEEDED and handled at least once; returns the handled
-    rows and how often each pair was handled."""
+def assert_nothing_lost(shard: Shard, actions: int = ACTIONS) -> tuple[list[dict], Counter]:
+    """Every (event, handler) pair of ``actions`` actions SUCCEEDED and was handled at least
+    once; returns the handled rows and how often each pair was handled."""
+    events_expected, pairs = 2 * actions, 2 * actions * HANDLERS_PER_TYPE
     events = shard.event_ids()
-    assert len(events) == EVENTS, f"{len(events)} events recorded, expected {EVENTS}"
+    assert len(events) == events_expected, f"{len(events)} events recorded, expected {events_expected}"
     assert shard.event_ids(delivered=False) == {}, "events left undelivered"
     # each event's pairs: the 3 handlers of its own type
     expected = {
@@ -346,12 +354,12 @@ def assert_nothing_lost(shard: Shard) -> tuple[list[dict], Counter]:
         for event, event_type in events.items()
         for i in range(HANDLERS_PER_TYPE)
     }
-    assert len(expected) == PAIRS and {h for _, h in expected} == set(HANDLER_NAMES)
+    assert len(expected) == pairs and {h for _, h in expected} == set(HANDLER_NAMES)
     notifications = shard.notifications()
-    assert len(notifications) == PAIRS, f"{len(notifications)} notifications, expected {PAIRS}"
+    assert len(notifications) == pairs, f"{len(notifications)} notifications, expected {pairs}"
     assert set(notifications) == expected, "notifications are not exactly one per (event, subscribed handler)"
     states = Counter(notifications.values())
-    assert states == Counter({"SUCCEEDED": PAIRS}), f"non-terminal or failed notifications: {states}"
+    assert states == Counter({"SUCCEEDED": pairs}), f"non-terminal or failed notifications: {states}"
     handled = shard.handled()
     times = Counter((row["event_id"], row["handler_name"]) for row in handled)
     missing = set(notifications) - set(times)

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -99,14 +98,12 @@ def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
 
         wait_until(lambda: slots() >= 4, timeout=20, interval=0.1, message="a few slots of the recurring job")
 
-        stopping = time.monotonic()
         server.send_signal(signal.SIGTERM)
         try:
             code = server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pytest.fail(f"uvicorn did not exit within 30 s of SIGTERM:\n{output()}")
         assert code == 0, f"uvicorn exited with {code}:\n{output()}"
-        assert time.monotonic() - stopping < 30
         assert output().count("Application shutdown complete.") == 2, output()
 
         with engine.connect() as connection:

@@ -1,5 +1,6 @@
-"""The public surface is a contract: each package's ``__all__`` names exist and are unique, and
-the engine depends on nothing but SQLAlchemy and the standard library."""
+"""The public surface is a contract: each package's ``__all__`` is exactly the names it offers
+(every listed name exists, every public name is listed, ``import *`` gives them), and the engine
+depends on nothing but SQLAlchemy and the standard library."""
 
 from __future__ import annotations
 
@@ -9,20 +10,50 @@ import pkgutil
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+REPO = Path(__file__).resolve().parent.parent
+FUTURE_FEATURE = importlib.import_module("__future__")._Feature  # what `from __future__ import x` binds
 PACKAGES = [
     "ekbatan.core",
     "ekbatan.core.config",
     "ekbatan.core.persistence",
+    "ekbatan.core.persistence.dialects",
     "ekbatan.core.sharding",
     "ekbatan.core.migrations",
     "ekbatan.core.outbox",
     "ekbatan.distributed_jobs",
     "ekbatan.distributed_jobs.scheduler",
+    "ekbatan.distributed_jobs.scheduler.dialects",
     "ekbatan.distributed_jobs.scheduler.schedules",
+    "ekbatan.local_event_handler",
+    "ekbatan.integrations",
+    "ekbatan.integrations.cli",
+    "ekbatan.integrations.demo",
 ]
+
+
+def test_every_package_is_checked():
+    found = {
+        ".".join(init.parent.relative_to(src).parts)
+        for src in REPO.glob("packages/*/src")
+        for init in src.rglob("__init__.py")
+    }
+    assert found == set(PACKAGES)
+
+
+def _public_names(module: ModuleType) -> set[str]:
+    """What ``module`` offers: its names without a leading underscore, less its submodules
+    (bound on a package once imported) and the bookkeeping of ``from __future__`` and typing."""
+    return {
+        name
+        for name in dir(module)
+        if not name.startswith("_")
+        and name != "TYPE_CHECKING"
+        and not isinstance(getattr(module, name), ModuleType | FUTURE_FEATURE)
+    }
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -32,6 +63,22 @@ def test_all_names_resolve_once(name):
     assert len(exported) == len(set(exported)), f"{name}.__all__ lists a name twice"
     missing = [n for n in exported if not hasattr(module, n)]
     assert not missing, f"{name}.__all__ names what the package does not define: {missing}"
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_is_every_public_name(name):
+    module = importlib.import_module(name)
+    unlisted = sorted(_public_names(module) - set(module.__all__))
+    assert not unlisted, (
+        f"{name} offers names its __all__ does not list (list them or make them private): {unlisted}"
+    )
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_star_import_gives_exactly_all(name):
+    namespace: dict[str, object] = {}
+    exec(f"from {name} import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(importlib.import_module(name).__all__)
 
 
 def test_every_core_name_the_docs_mention_is_importable_from_ekbatan_core():

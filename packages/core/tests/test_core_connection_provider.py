@@ -1,17 +1,17 @@
 import threading
-import time
 
 import pytest
 import sqlalchemy as sa
 
-from ekbatan.core import ConnectionProvider, DataSourceConfig, Dialect, TransactionManager
+from ekbatan.core import ConnectionProvider, DataSourceConfig, DialectName, TransactionManager
 from ekbatan.core.persistence import engine_options
 
 UNREACHABLE = "postgresql+psycopg://u:hunter2@nonexistent.invalid:5432/db"
 
 
 def test_building_against_an_unreachable_host_neither_fails_nor_blocks():
-    started = time.monotonic()
+    # Building connects to nothing: a connection attempt would raise here, since a ``.invalid``
+    # host never resolves, so "no error" is "no attempt" (and so nothing to block on).
     for url in (
         UNREACHABLE,
         "mariadb+pymysql://u:hunter2@nonexistent.invalid/db",
@@ -19,13 +19,13 @@ def test_building_against_an_unreachable_host_neither_fails_nor_blocks():
     ):
         provider = ConnectionProvider.from_url(url, maximum_pool_size=3)
         assert provider.engine.pool.checkedout() == 0
+        assert provider.engine.pool.checkedin() == 0  # no connection was made and pooled
         provider.close()
-    assert time.monotonic() - started < 2
 
 
 def test_the_password_never_appears_in_repr_str_url_or_connection_errors():
     provider = ConnectionProvider.from_url(UNREACHABLE, name="orders", connection_timeout=1000)
-    assert provider.dialect is Dialect.POSTGRESQL
+    assert provider.dialect is DialectName.POSTGRESQL
     for text in (repr(provider), str(provider), provider.url, repr(provider.config)):
         assert "hunter2" not in text
     assert "***" in provider.url

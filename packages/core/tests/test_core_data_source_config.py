@@ -1,23 +1,23 @@
 import pytest
 from pydantic import ValidationError
 
-from ekbatan.core import ConnectionProvider, DataSourceConfig, Dialect, dialect_from_url
+from ekbatan.core import ConnectionProvider, DataSourceConfig, DialectName, dialect_name_from_url
 from ekbatan.core.persistence import mask_url_password
 
 
 @pytest.mark.parametrize(
     ("url", "expected_dialect"),
     [
-        ("postgresql+psycopg://u@h/db", Dialect.POSTGRESQL),
-        ("postgresql://u@mysql-01/db", Dialect.POSTGRESQL),
-        ("mariadb+pymysql://u@postgres-host/db", Dialect.MARIADB),
-        ("mysql+pymysql://u@mariadb-host/db", Dialect.MYSQL),
-        ("sqlite:///x.sqlite", Dialect.SQLITE),
-        ("sqlite://", Dialect.SQLITE),
+        ("postgresql+psycopg://u@h/db", DialectName.POSTGRESQL),
+        ("postgresql://u@mysql-01/db", DialectName.POSTGRESQL),
+        ("mariadb+pymysql://u@postgres-host/db", DialectName.MARIADB),
+        ("mysql+pymysql://u@mariadb-host/db", DialectName.MYSQL),
+        ("sqlite:///x.sqlite", DialectName.SQLITE),
+        ("sqlite://", DialectName.SQLITE),
     ],
 )
 def test_dialect_from_the_url_scheme_never_from_host_or_database_names(url, expected_dialect):
-    assert dialect_from_url(url) is expected_dialect
+    assert dialect_name_from_url(url) is expected_dialect
     assert DataSourceConfig(url=url).dialect is expected_dialect
 
 

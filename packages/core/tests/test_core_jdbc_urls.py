@@ -1,6 +1,6 @@
 import pytest
 
-from ekbatan.core import DataSourceConfig, Dialect, dialect_from_jdbc_url, translate_jdbc_url
+from ekbatan.core import DataSourceConfig, DialectName, dialect_name_from_jdbc_url, translate_jdbc_url
 from ekbatan.core.persistence import UnsupportedJdbcUrlError
 
 
@@ -50,17 +50,17 @@ def test_postgres_multi_host_becomes_a_psycopg_host_list():
 @pytest.mark.parametrize(
     ("jdbc_url", "expected_dialect"),
     [
-        ("jdbc:postgresql://h/db", Dialect.POSTGRESQL),
-        ("jdbc:mysql://mariadb-host/db", Dialect.MYSQL),
-        ("jdbc:mariadb://mysql-01/app", Dialect.MARIADB),
-        ("jdbc:mysql:aurora://h/db", Dialect.MYSQL),
-        ("jdbc:mariadb:sequential://h1,h2/db", Dialect.MARIADB),
-        ("jdbc:mysql:loadbalance://h1,h2/db", Dialect.MYSQL),
-        ("JDBC:PostgreSQL://h/db", Dialect.POSTGRESQL),
+        ("jdbc:postgresql://h/db", DialectName.POSTGRESQL),
+        ("jdbc:mysql://mariadb-host/db", DialectName.MYSQL),
+        ("jdbc:mariadb://mysql-01/app", DialectName.MARIADB),
+        ("jdbc:mysql:aurora://h/db", DialectName.MYSQL),
+        ("jdbc:mariadb:sequential://h1,h2/db", DialectName.MARIADB),
+        ("jdbc:mysql:loadbalance://h1,h2/db", DialectName.MYSQL),
+        ("JDBC:PostgreSQL://h/db", DialectName.POSTGRESQL),
     ],
 )
 def test_dialect_comes_from_the_scheme_only(jdbc_url, expected_dialect):
-    assert dialect_from_jdbc_url(jdbc_url) is expected_dialect
+    assert dialect_name_from_jdbc_url(jdbc_url) is expected_dialect
 
 
 def test_multi_host_mysql_family_urls_are_refused_because_pymysql_takes_one_host():

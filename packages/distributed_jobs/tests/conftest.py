@@ -38,14 +38,17 @@ def built() -> Iterator[list[Scheduler]]:
 
 @pytest.fixture
 def manual(engine: sa.Engine, clock: SettableClock, built: list[Scheduler]):
-    """``manual(*tasks, recorder=None, start_tasks=())``: a scheduler on the test's engine and
-    settable clock, driven by hand (``run_any_due_executions()`` …) and stopped afterwards."""
+    """``manual(*tasks, recorder=None, start_tasks=(), interceptors=())``: a scheduler on the
+    test's engine and settable clock, driven by hand (``run_any_due_executions()`` …) and
+    stopped afterwards."""
 
-    def make(*tasks, recorder: EventRecorder | None = None, start_tasks=()) -> Scheduler:
+    def make(*tasks, recorder: EventRecorder | None = None, start_tasks=(), interceptors=()) -> Scheduler:
         builder = Scheduler.create(engine, *tasks).clock(clock).scheduler_name("manual")
         builder.start_tasks(*start_tasks).failure_logging("OFF")
         if recorder is not None:
             builder.add_listener(recorder)
+        for interceptor in interceptors:
+            builder.add_interceptor(interceptor)
         scheduler = builder.build()
         built.append(scheduler)
         return scheduler

@@ -9,12 +9,14 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 from integrations_support import application_yml
 
 from ekbatan.integrations.cli import main
 from testsupport import wait_until
+from testsupport.private_servers import private_server
 
 JOBS = '''
 import time
@@ -47,6 +49,20 @@ def read_line(process: subprocess.Popen, timeout: float) -> str:
     return line
 
 
+def stop_with_sigterm(worker: subprocess.Popen) -> None:
+    """SIGTERM: the worker stops cleanly, exits 0 and says so last."""
+    worker.send_signal(signal.SIGTERM)
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    assert json.loads(out.splitlines()[-1]) == {"event": "stopped", "signal": "SIGTERM"}
+
+
+def kill(worker: subprocess.Popen) -> None:
+    if worker.poll() is None:
+        worker.kill()
+        worker.communicate(timeout=10)
+
+
 def test_the_worker_runs_jobs_and_stops_cleanly_on_sigterm(app_db, tmp_path):
     package = tmp_path / "myjobs"
     package.mkdir()
@@ -75,19 +91,14 @@ def test_the_worker_runs_jobs_and_stops_cleanly_on_sigterm(app_db, tmp_path):
         assert started["event"] == "started" and started["jobs"] == ["slow-job"]
         wait_until(lambda: (row := slow_job_row()) and row[1] is not None, timeout=30, message="slow-job ran")
         wait_until(lambda: (row := slow_job_row()) and row[0], timeout=30, message="slow-job picked again")
-        worker.send_signal(signal.SIGTERM)
-        out, err = worker.communicate(timeout=30)
-        assert worker.returncode == 0, err
-        assert json.loads(out.splitlines()[-1]) == {"event": "stopped", "signal": "SIGTERM"}
+        stop_with_sigterm(worker)
         with engine.connect() as connection:
             picked = connection.execute(
                 sa.text("SELECT count(*) FROM scheduled_tasks WHERE picked = :t"), {"t": True}
             )
             assert picked.scalar_one() == 0
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate(timeout=10)
+        kill(worker)
         engine.dispose()
 
 
@@ -115,3 +126,57 @@ def test_a_worker_with_nothing_to_run_says_so(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         "error: nothing to run: no @distributed_job or @event_handler found in empty_pkg; check --packages"
     )
+
+
+@pytest.mark.slow
+def test_wait_for_database_starts_the_worker_before_its_database_and_runs_the_jobs_once_it_is_up(tmp_path):
+    package = tmp_path / "myjobs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text(textwrap.dedent(JOBS))
+    with private_server("postgres") as server:
+        config = application_yml(tmp_path, server.url)
+        assert CliRunner().invoke(main, ["migrate", "--config", str(config)]).exit_code == 0
+        server.stop()
+        command = [sys.executable, "-m", "ekbatan.integrations.cli", "worker", "--config", str(config)]
+        command += ["--packages", "myjobs", "--json"]
+
+        # the default: fail at once, naming the pool
+        failed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert failed.returncode == 1, failed.stderr
+        assert "jobs-config" in failed.stderr and "cannot connect" in failed.stderr, failed.stderr
+
+        worker = subprocess.Popen(
+            [*command, "--wait-for-database"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        engine = sa.create_engine(server.url, poolclass=sa.NullPool)
+        try:
+            started = json.loads(read_line(worker, timeout=60))
+            assert started["event"] == "started" and started["waiting_for_database"] is True, started
+            server.start()
+
+            def last_success() -> object:
+                with engine.connect() as connection:
+                    return connection.execute(
+                        sa.text("SELECT last_success FROM scheduled_tasks WHERE task_name = 'slow-job'")
+                    ).scalar()
+
+            wait_until(last_success, timeout=60, message="slow-job ran once the database was up")
+            stop_with_sigterm(worker)
+        finally:
+            kill(worker)
+            engine.dispose()
+
+
+def test_wait_for_database_and_migrate_together_are_refused(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    result = CliRunner().invoke(
+        main,
+        ["worker", "--config", str(config), "--packages", "x", "--migrate", "--wait-for-database"],
+    )
+    assert result.exit_code == 2, result.output
+    assert "migrations need the database" in result.output, result.output

@@ -30,6 +30,7 @@ from ekbatan.integrations.fastapi import (
     EkbatanRuntimeDep,
     SchedulerClientDep,
     ekbatan_lifespan,
+    health_report,
     health_router,
     run_action,
     schedule_task,
@@ -325,7 +326,7 @@ def test_the_health_endpoint_reports_readiness(tmp_path):
             config, ["integrations_sample.jobs"], migrate_on_start=True, extra_jobs=[FailingJob()]
         )
     )
-    app.include_router(health_router())
+    app.include_router(health_router(failing_tasks_cache=timedelta(milliseconds=100)))
     app.include_router(health_router("/strict", max_poll_age=timedelta(seconds=1), max_failing_tasks=0))
     app.include_router(health_router("/no-db", count_failing_tasks=False))
     app.include_router(health_router("/fresh", max_poll_age=timedelta(seconds=1), count_failing_tasks=False))
@@ -348,7 +349,9 @@ def test_the_health_endpoint_reports_readiness(tmp_path):
             "failing_tasks",
         }
         assert body["running"] is True and body["paused"] is False
-        assert 0 <= body["last_successful_poll_age_seconds"] < 10
+        # how recent: what status "ok" says (the age is within max_poll_age_seconds)
+        assert isinstance(body["last_successful_poll_age_seconds"], float)
+        assert body["last_successful_poll_age_seconds"] >= 0
         assert body["max_poll_age_seconds"] == 10.0  # 3 × 0.1 s polling, at least 10 s
         assert isinstance(body["executions_running"], int)
         # a failing task fails only the probe that says so
@@ -370,6 +373,50 @@ def test_the_health_endpoint_reports_readiness(tmp_path):
         assert client.get("/no-db").status_code == 200  # within the default 10 s
         scheduler.resume()
         wait_until(lambda: client.get("/fresh").status_code == 200, 10, message="ready again")
+
+
+def test_a_hammered_health_endpoint_reads_scheduled_tasks_once_per_cache_interval(tmp_path, monkeypatch):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    app = FastAPI(
+        lifespan=ekbatan_lifespan(
+            config, ["integrations_sample.jobs"], migrate_on_start=True, extra_jobs=[FailingJob()]
+        )
+    )
+    app.include_router(health_router(failing_tasks_cache=timedelta(minutes=10)))
+    with TestClient(app) as client:
+        runtime = app.state.ekbatan
+        repository = runtime.scheduler_client._repository
+        reads = []
+        real = repository.summary_by_task
+
+        def counted(*args, **kwargs):
+            reads.append(threading.current_thread().name)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(repository, "summary_by_task", counted)
+        wait_until(lambda: client.get("/health/ekbatan").status_code == 200, 10, message="ready")
+        assert len(reads) == 1
+        for _ in range(50):
+            assert client.get("/health/ekbatan").json()["scheduler"]["failing_tasks"] is not None
+        # concurrent callers: still no further read while the count is fresh
+        threads = [threading.Thread(target=health_report, args=(runtime,)) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(reads) == 1, reads
+        # once older than the interval asked for, the next report reads it again, and only once
+        wait_until(
+            lambda: (
+                health_report(runtime, failing_tasks_cache=timedelta(0))[1]["scheduler"]["failing_tasks"] == 1
+            ),
+            10,
+            message="the failing job counted on a fresh read",
+        )
+        assert len(reads) >= 2
+        before = len(reads)
+        assert health_report(runtime)[1]["scheduler"]["failing_tasks"] == 1  # the default 5 s: cached
+        assert len(reads) == before
 
 
 def test_every_public_name_resolves_once():

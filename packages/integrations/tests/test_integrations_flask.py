@@ -231,3 +231,37 @@ def test_init_app_twice_and_a_missing_application_are_errors(tmp_path):
         assert ekbatan.runtime is ekbatan.runtime_for(other)
     ekbatan.stop(app)
     ekbatan.stop(other)
+
+
+UNREACHABLE_URL = "postgresql+psycopg://postgres@127.0.0.1:1/nowhere"
+
+
+@pytest.mark.parametrize("how", ["argument", "app.config"])
+def test_require_database_false_starts_degraded_instead_of_failing(tmp_path, how):
+    from ekbatan.distributed_jobs import JobsDatabaseUnavailableError
+
+    config = application_yml(tmp_path, UNREACHABLE_URL)
+    strict_app, strict = wallet_app(config, container=AppContainer(), name="strict_wallet")
+    try:
+        with pytest.raises(JobsDatabaseUnavailableError, match=r"jobs-config.*127\.0\.0\.1:1"):
+            strict.start(strict_app)
+        assert not strict.started(strict_app)
+    finally:
+        strict.stop(strict_app)
+
+    if how == "argument":
+        app = Flask("degraded_wallet")
+        app.config.update(EKBATAN_CONFIG=str(config), EKBATAN_PACKAGES=EVERYTHING)
+        ekbatan = Ekbatan(container=AppContainer(), require_database=False)
+        ekbatan.init_app(app)
+    else:
+        app, ekbatan = wallet_app(
+            config, container=AppContainer(), name="degraded_wallet", EKBATAN_REQUIRE_DATABASE=False
+        )
+    try:
+        runtime = ekbatan.start(app)
+        assert ekbatan.started(app)
+        assert runtime.job_registry.waiting_for_database
+        assert runtime.job_registry.scheduler.startup_tasks_pending  # written once it answers
+    finally:
+        ekbatan.stop(app)

@@ -7,7 +7,6 @@ never open a connection, which a ``do_connect`` listener on each engine double-c
 
 from __future__ import annotations
 
-import time
 import types
 from datetime import timedelta
 
@@ -422,12 +421,11 @@ def test_customizer_may_name_the_dialect_of_an_unknown_url():
 
 
 def test_building_against_an_unreachable_host_does_not_wait_for_it():
-    started = time.monotonic()
+    # nothing to wait for: never_connecting fails the build at its first connection attempt
     for url in UNREACHABLE.values():
         engine = never_connecting(url)
         builder(engine).with_job(Job()).build()
         engine.dispose()
-    assert time.monotonic() - started < 2.0
 
 
 # --------------------------------------------------------------------------- @distributed_job

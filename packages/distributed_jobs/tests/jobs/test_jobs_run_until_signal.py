@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -55,7 +54,7 @@ SCRIPT = textwrap.dedent(
         .connection_provider(engine)
         .with_job(UntilShutdown())
         .poll_interval(timedelta(milliseconds=50))
-        .shutdown_max_wait(timedelta(seconds=5))
+        .shutdown_max_wait(timedelta(minutes=10))
         .build()
     )
     received = registry.run_until_signal()
@@ -101,17 +100,16 @@ def test_sigterm_stops_the_script_and_releases_the_running_jobs_row(database: Is
         first = process.stdout.readline()  # blocks until the job runs (or the process dies)
         assert first == "running\n", process.stderr.read() if process.stderr else first
         assert picked(engine, "until-shutdown")
-        sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=15)
-        took = time.monotonic() - sent
+        # Stopping waits up to 2 × 10 minutes for a job that ignores the shutdown: a process
+        # that ends within this deadline had its job return at its first shutdown check.
+        out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(10)
     assert process.returncode == 0, err
     assert "stopped by SIGTERM" in out, err
-    assert took < 5, took  # the job returned at its first shutdown check, not after a wait
     assert not picked(engine, "until-shutdown")  # released now, not revived a minute later
 
 

@@ -124,11 +124,13 @@ def _concurrency(database: IsolatedDatabase, engine: sa.Engine, **options: objec
     _each_runs_once(database, engine, 2, EXECUTIONS, in_one_batch, busy_processes=2, **options)
 
 
+@pytest.mark.slow
 @pytest.mark.dialects("postgres", "mariadb", "sqlite")
 def test_fetch_two_processes_run_10000_executions_exactly_once(database, engine):
     _concurrency(database, engine, strategy="fetch")
 
 
+@pytest.mark.slow
 @pytest.mark.dialects("postgres", "mariadb")
 def test_lock_and_fetch_two_processes_run_10000_executions_exactly_once(database, engine):
     _concurrency(database, engine, strategy="lock_and_fetch", lower=5.0, upper=10.0)
@@ -167,6 +169,7 @@ def test_due_now_schedules_claimed_from_notifications_run_exactly_once(database,
 
 
 # --------------------------------------------------------------------------- recurring
+@pytest.mark.slow
 def test_recurring_task_shared_by_two_processes_never_overlaps(database, engine):
     with scheduler_processes() as procs:
         for i in (1, 2):

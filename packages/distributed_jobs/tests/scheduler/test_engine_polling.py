@@ -1,9 +1,11 @@
 """Polling: early re-fetch, immediate execution, priority, the waiter, unresolved task names,
 pause/resume, on every dialect.
 
-The polling interval is one minute wherever a test measures latency, so only the engine's
-early triggers (batch running low, immediate execution, the next known due time) can explain
-an execution that completes within a second or two.
+The polling interval is one minute wherever a test checks that something ran early, so only
+the engine's early triggers (batch running low, immediate execution, the next known due time)
+can explain an execution that completes well inside it. Those tests wait with a deadline of a
+third of the interval: generous on a loaded machine, and still far from the next interval poll.
+No test asserts how fast anything ran.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from ekbatan.distributed_jobs.scheduler.waiter import Waiter
 from testsupport import EventRecorder, wait_until
 
 MINUTE = timedelta(minutes=1)
+# seconds: what "well before the next interval poll" means in a test's deadline
+INSIDE_THE_INTERVAL = MINUTE.total_seconds() / 3
 FAILURE_EVENTS = (
     SchedulerEventType.UNEXPECTED_ERROR,
     SchedulerEventType.COMPLETIONHANDLER_ERROR,
@@ -90,12 +94,13 @@ def test_executor_pool_runs_everything_through_early_refetches(engine, make, dia
     )
     upper = 3 * threads  # default fetch fractions (0.5, 3.0)
 
-    started = time.monotonic()
     with scheduler:
-        wait_until(lambda: len(recorder.completed) >= executions, 10, message=f"{executions} completions")
-        elapsed = time.monotonic() - started
-    # spec: ~1.1 s; without early re-fetches the rest would wait for the next poll, a minute away
-    assert elapsed < 3.0, f"{executions} executions on {threads} threads took {elapsed:.2f}s"
+        # without early re-fetches the rest would wait for the next poll, a minute away
+        wait_until(
+            lambda: len(recorder.completed) >= executions,
+            INSIDE_THE_INTERVAL,
+            message=f"{executions} completions before the next interval poll",
+        )
     assert len(recorder.successes()) == executions
     assert sorted(int(c.execution.instance_id) for c in recorder.completed) == list(range(executions))
     # a single poll can fetch at most `upper` rows: the rest came from early re-fetches
@@ -146,10 +151,8 @@ def test_scheduling_something_due_now_wakes_the_poller(make, dialect):
     task = Tasks.one_time("immediate").execute(noop)
     with make(task, recorder=recorder) as scheduler:
         wait_until(lambda: polled(recorder), 5, message="first poll")
-        scheduled = time.monotonic()
         scheduler.schedule(task.instance("1"))
-        wait_until(lambda: recorder.completed, 2, message="immediate execution")
-        assert time.monotonic() - scheduled < 1.0
+        wait_until(lambda: recorder.completed, INSIDE_THE_INTERVAL, message="immediate execution")
     assert [c.execution.instance_id for c in recorder.successes()] == ["1"]
     no_failures(recorder)
 
@@ -165,10 +168,8 @@ def test_two_step_custom_task_rescheduling_itself_to_now(make, dialect):
     task = Tasks.custom("two-step").execute(handler)
     with make(task, recorder=recorder) as scheduler:
         wait_until(lambda: polled(recorder), 5, message="first poll")
-        scheduled = time.monotonic()
         scheduler.schedule(task.instance("1", 1))
-        wait_until(lambda: len(recorder.completed) >= 2, 2, message="two steps")
-        assert time.monotonic() - scheduled < 1.0
+        wait_until(lambda: len(recorder.completed) >= 2, INSIDE_THE_INTERVAL, message="two steps")
         wait_until(lambda: scheduler.get_scheduled_executions(ScheduledExecutionsFilter.all()) == [], 2)
     assert len(recorder.successes()) == 2
     no_failures(recorder)
@@ -182,10 +183,10 @@ def test_without_immediate_execution_only_a_trigger_or_the_interval_polls(make, 
         scheduler.schedule(task.instance("1"))
         time.sleep(0.5)  # a bounded negative check: nothing may run before the next poll
         assert recorder.completed == []
-        triggered = time.monotonic()
+        polls = recorder.count(SchedulerEventType.RAN_EXECUTE_DUE)
         scheduler.trigger_check_for_due_executions()
-        wait_until(lambda: recorder.completed, 2, message="triggered execution")
-        assert time.monotonic() - triggered < 1.0
+        wait_until(lambda: recorder.completed, INSIDE_THE_INTERVAL, message="triggered execution")
+        assert recorder.count(SchedulerEventType.RAN_EXECUTE_DUE) > polls  # the triggered poll
 
 
 def test_execution_due_within_the_interval_runs_at_its_time(make, dialect):
@@ -196,10 +197,10 @@ def test_execution_due_within_the_interval_runs_at_its_time(make, dialect):
         wait_until(lambda: polled(recorder), 5, message="first poll")
         due = datetime.now(UTC) + timedelta(milliseconds=300)
         scheduler.schedule(task.instance("1"), due)
-        wait_until(lambda: recorder.completed, 3, message="execution due in 300 ms")
+        wait_until(lambda: recorder.completed, INSIDE_THE_INTERVAL, message="execution due in 300 ms")
     [started] = started_at
     stored_due = recorder.completed[0].execution.execution_time
-    assert stored_due <= started < due + timedelta(seconds=1)
+    assert stored_due <= started  # at its time, never before; "not at the next interval poll" is the wait
 
 
 def test_row_inserted_elsewhere_before_start_runs_at_its_time(engine, make, dialect):
@@ -208,10 +209,13 @@ def test_row_inserted_elsewhere_before_start_runs_at_its_time(engine, make, dial
     due = datetime.now(UTC) + timedelta(milliseconds=400)
     SchedulerClient(engine, [task]).schedule(task.instance("1"), due)
     with make(task, recorder=recorder):
-        wait_until(lambda: recorder.completed, 3, message="the poller sleeps only until the next due time")
+        wait_until(
+            lambda: recorder.completed,
+            INSIDE_THE_INTERVAL,
+            message="the poller sleeps only until the next due time",
+        )
     [complete] = recorder.completed
     assert complete.time_started >= complete.execution.execution_time
-    assert complete.time_started < due + timedelta(seconds=1)
 
 
 # --------------------------------------------------------------------------- PriorityExecutionTest
@@ -297,23 +301,30 @@ def timed_wait(waiter: Waiter, seconds: float) -> tuple[threading.Thread, dict[s
     return thread, result
 
 
+# A wait that must end early waits a minute; the test gives it a third of that to end.
+LONG_WAIT = MINUTE.total_seconds()
+
+
+def ended_early(thread: threading.Thread) -> bool:
+    thread.join(INSIDE_THE_INTERVAL)
+    return not thread.is_alive()
+
+
 def test_waiter_waits_the_whole_duration():
     began = time.monotonic()
     Waiter().wait(0.1)
     assert time.monotonic() - began >= 0.1
-    began = time.monotonic()
-    Waiter().wait(0)
-    assert time.monotonic() - began < 0.05
+    thread, _ = timed_wait(Waiter(), 0)
+    assert ended_early(thread), "a zero wait returns at once; it does not mean 'forever'"
 
 
 def test_waiter_wake_ends_the_wait_early_each_time():
     waiter = Waiter()
     assert waiter.wake() is False  # nobody waiting: no effect on a later wait
     for _ in range(2):
-        thread, result = timed_wait(waiter, 5.0)
-        wait_until(waiter.wake, 2, message="a waiting thread to wake")
-        thread.join(2)
-        assert result["elapsed"] < 1.0
+        thread, _ = timed_wait(waiter, LONG_WAIT)
+        wait_until(waiter.wake, 5, message="a waiting thread to wake")
+        assert ended_early(thread)
 
 
 def test_waiter_ignores_a_bare_notify():
@@ -329,9 +340,8 @@ def test_waiter_ignores_a_bare_notify():
 def test_waiter_skip_next_wait_when_woken_while_not_waiting():
     waiter = Waiter()
     waiter.wake_or_skip_next_wait()
-    began = time.monotonic()
-    waiter.wait(5.0)
-    assert time.monotonic() - began < 0.1
+    thread, _ = timed_wait(waiter, LONG_WAIT)
+    assert ended_early(thread)
     began = time.monotonic()
     waiter.wait(0.1)  # the skip is used up
     assert time.monotonic() - began >= 0.1
@@ -339,17 +349,17 @@ def test_waiter_skip_next_wait_when_woken_while_not_waiting():
 
 def test_waiter_wake_by_only_shortens_the_wait():
     waiter = Waiter()
-    thread, result = timed_wait(waiter, 5.0)
-    wait_until(lambda: waiter._waiting, 2)
+    thread, result = timed_wait(waiter, LONG_WAIT)
+    wait_until(lambda: waiter._waiting, 5)
     waiter.wake_by(0.1)
-    thread.join(3)
-    assert 0.1 <= result["elapsed"] < 1.0
+    assert ended_early(thread)
+    assert result["elapsed"] >= 0.1
 
     thread, result = timed_wait(waiter, 0.2)
-    wait_until(lambda: waiter._waiting, 2)
-    waiter.wake_by(5.0)
-    thread.join(3)
-    assert 0.2 <= result["elapsed"] < 1.0
+    wait_until(lambda: waiter._waiting, 5)
+    waiter.wake_by(LONG_WAIT)  # later than the wait's own end: no effect
+    assert ended_early(thread)
+    assert result["elapsed"] >= 0.2
 
 
 class _State:
@@ -594,11 +604,12 @@ def test_pause_stops_polling_and_resume_restarts_it(make, dialect):
         assert recorder.count(SchedulerEventType.RAN_EXECUTE_DUE) == polls
         assert scheduler.get_scheduled_execution(("pausable", "fast")) is not None
 
-        resumed = time.monotonic()
         scheduler.resume()
         assert not scheduler.is_paused
-        wait_until(lambda: len(recorder.completed) == 2, 2, message="execution after resume")
-        assert time.monotonic() - resumed < 1.0
+        # resume() polls at once rather than at the next interval, a minute away
+        wait_until(
+            lambda: len(recorder.completed) == 2, INSIDE_THE_INTERVAL, message="execution after resume"
+        )
     assert [c.execution.instance_id for c in recorder.successes()] == ["slow", "fast"]
     no_failures(recorder)
 

@@ -55,13 +55,15 @@ class JobsDatabaseUnavailableError(JobRegistryError):
 
 def _pool_label(provider: sa.Engine | EngineProvider) -> str:
     """``the jobs pool <config path> (<name>) at <url, password masked>``."""
-    from ekbatan.core.persistence.credentials import masked_url
-
     engine, _ = _engine_of(provider)
     path = getattr(provider, "config_path", None)
     name = getattr(provider, "name", None)
     where = f"{path} ({name})" if path and name else path or (f"{name!r}" if name else "")
-    return f"the jobs pool{' ' + where if where else ''} at {masked_url(engine.url)}"
+    url = engine.url
+    if url.password == "":
+        # an empty password (``${PG_PASSWORD:}``) is left out: ``user:***@`` would suggest one is set
+        url = url._replace(password=None)
+    return f"the jobs pool{' ' + where if where else ''} at {url.render_as_string(hide_password=True)}"
 
 
 def _engine_of(provider: sa.Engine | EngineProvider) -> tuple[sa.Engine, str | None]:
@@ -128,7 +130,14 @@ class JobRegistryBuilder:
         """
         # Imported here: the scheduler must not load pydantic and the settings models unless
         # settings are actually used, and whoever holds a settings object has loaded them already.
-        from ekbatan.core.config import EkbatanSettings, JobsConfig
+        # Without ekbatan-core installed (the ``settings`` extra) nobody can hold one.
+        try:
+            from ekbatan.core.config import EkbatanSettings, JobsConfig
+        except ImportError:
+            raise TypeError(
+                f"apply_settings takes a JobsConfig or EkbatanSettings (from ekbatan-core, not "
+                f"installed), got {type(jobs).__name__}"
+            ) from None
 
         if isinstance(jobs, EkbatanSettings):
             jobs = jobs.jobs

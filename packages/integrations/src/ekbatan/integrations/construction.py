@@ -61,7 +61,7 @@ def _product_type(provider: Any) -> type | None:
     return None
 
 
-def construct(cls: type, sources: list[Mapping[str, Offer]]) -> Any:
+def construct(cls: type[Any], sources: list[Mapping[str, Offer]]) -> Any:
     """An instance of ``cls`` with every constructor parameter resolved from ``sources``."""
     try:
         signature = inspect.signature(cls)

@@ -119,8 +119,14 @@ def _job_registry(
     settings: EkbatanSettings,
     migrated: bool,
     action_executor: ActionExecutor,
+    database_registry: DatabaseRegistry,
 ) -> Iterator[JobRegistry | None]:
-    # migrated and action_executor are here so that both exist before any job runs
+    # migrated and action_executor are here so that both exist before any job runs.
+    # database_registry is here so that its pools close only after the jobs have stopped:
+    # dependency-injector orders the shutdown of resources by their direct dependencies only,
+    # and the jobs reach the shard pools through providers that are not resources. Closed
+    # first, the pools were disposed under running pipeline jobs, whose next connections came
+    # from fresh pools that nobody closed (psycopg's "deleted while still open" at exit).
     if not jobs:
         yield None
         return
@@ -141,7 +147,8 @@ def _scheduler_client(job_registry: JobRegistry | None, settings: EkbatanSetting
     return SchedulerClient(pool.engine, dialect=str(pool.dialect))
 
 
-class _SharedSelf(containers.DeclarativeContainerMetaClass):
+# dependency-injector's stubs do not declare the metaclass its containers.pyx defines
+class _SharedSelf(containers.DeclarativeContainerMetaClass):  # type: ignore[name-defined,misc]
     """Gives a subclass the ``__self__`` provider of its base, and re-links what it redefines.
 
     Ekbatan's providers receive the container itself (to build discovered classes from its
@@ -165,12 +172,11 @@ class _SharedSelf(containers.DeclarativeContainerMetaClass):
                 if isinstance(inherited, providers.Self):
                     attributes["__self__"] = shared_self = inherited
                     break
-        inherited_providers = {
-            key: provider
-            for base in bases
-            if isinstance(getattr(base, "providers", None), Mapping)
-            for key, provider in base.providers.items()
-        }
+        inherited_providers: dict[str, Any] = {}
+        for base in bases:
+            base_providers = getattr(base, "providers", None)
+            if isinstance(base_providers, Mapping):
+                inherited_providers.update(base_providers)
         redefined = {
             key
             for key, value in attributes.items()
@@ -201,7 +207,7 @@ class EkbatanContainer(containers.DeclarativeContainer, metaclass=_SharedSelf):
     config_path = providers.Object(DEFAULT_CONFIG)
     packages = providers.Object(())
     #: the application's own container, asked first for discovered classes' parameters
-    application = providers.Object(None)
+    application: providers.Object[Any] = providers.Object(None)
     #: run the framework migrations before the job registry starts
     migrate_on_start = providers.Object(False)
 
@@ -229,5 +235,7 @@ class EkbatanContainer(containers.DeclarativeContainer, metaclass=_SharedSelf):
     )
     jobs_pool = providers.Resource(_jobs_pool, settings, jobs)
     migrations = providers.Resource(_migrations, settings, migrate_on_start)
-    job_registry = providers.Resource(_job_registry, jobs, jobs_pool, settings, migrations, action_executor)
+    job_registry = providers.Resource(
+        _job_registry, jobs, jobs_pool, settings, migrations, action_executor, database_registry
+    )
     scheduler_client = providers.Singleton(_scheduler_client, job_registry, settings)

@@ -39,10 +39,9 @@ class Discovered:
 def scan(packages: Iterable[str | ModuleType] | str | ModuleType) -> Discovered:
     """Import every module of ``packages`` (names such as ``"myapp.jobs"``, or modules) and
     return the marked classes defined in them."""
-    if isinstance(packages, str | ModuleType):
-        packages = [packages]
+    roots: Iterable[str | ModuleType] = [packages] if isinstance(packages, str | ModuleType) else packages
     modules: dict[str, ModuleType] = {}
-    for package in packages:
+    for package in roots:
         for module in _walk(package):
             modules.setdefault(module.__name__, module)
     jobs: list[type] = []

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
@@ -219,20 +221,57 @@ async def schedule_task(
 
 
 # --------------------------------------------------------------------------- readiness
+#: how long a health report reuses the failing-task count it read (per runtime)
+FAILING_TASKS_CACHE = timedelta(seconds=5)
+
+
+class _FailingTasksCount:
+    """The failing-task count read at most once per ``max_age``: a probe hammered by many
+    callers reads ``scheduled_tasks`` once per interval, whatever the request rate. A failed
+    read is kept as long, so a database in trouble is not hammered either."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._value: int | str = 0  # the count, or the type name of the error reading it
+
+    def get(self, runtime: EkbatanRuntime, max_age: float) -> int | str:
+        with self._lock:  # one reader at a time; the others then find its fresh value
+            if self._read_at is None or time.monotonic() - self._read_at >= max_age:
+                try:
+                    summary = runtime.scheduler_client.get_scheduled_executions_summary_by_task()
+                    self._value = sum(task.failing_count for task in summary)
+                except Exception as error:
+                    # the error's type only: its text may carry a URL or a statement
+                    self._value = type(error).__name__
+                self._read_at = time.monotonic()
+            return self._value
+
+
+def _failing_tasks(runtime: EkbatanRuntime, max_age: timedelta) -> int | str:
+    with runtime._lock:
+        if runtime._failing_tasks is None:
+            runtime._failing_tasks = _FailingTasksCount()
+        counter: _FailingTasksCount = runtime._failing_tasks
+    return counter.get(runtime, max_age.total_seconds())
+
+
 def health_report(
     runtime: EkbatanRuntime | None,
     *,
     max_poll_age: timedelta | None = None,
     max_failing_tasks: int | None = None,
     count_failing_tasks: bool = True,
+    failing_tasks_cache: timedelta = FAILING_TASKS_CACHE,
 ) -> tuple[bool, dict[str, Any]]:
     """``(ready, report)`` of this process's Ekbatan; blocking (it may query ``scheduled_tasks``).
 
     Ready means: the runtime is started and, when there are jobs, the scheduler is running and
     its last successful poll is at most ``max_poll_age`` old (default: three polling intervals
     and at least 10 s). Failing tasks (rows with consecutive failures, not picked) are counted
-    and make it not ready only when ``max_failing_tasks`` is given and exceeded. The report
-    holds no task data and no configuration.
+    and make it not ready only when ``max_failing_tasks`` is given and exceeded; the count is
+    read at most once per ``failing_tasks_cache`` (default 5 s) per runtime, so it may be that
+    old. The report holds no task data and no configuration.
     """
     if runtime is None or not runtime.started:
         return False, {"status": "unavailable", "reason": "ekbatan is not started", "scheduler": None}
@@ -263,13 +302,11 @@ def health_report(
     elif age > limit.total_seconds():
         reasons.append("the scheduler's last successful poll is too old")
     if count_failing_tasks:
-        try:
-            summary = runtime.scheduler_client.get_scheduled_executions_summary_by_task()
-        except Exception as error:
-            # the error's type only: its text may carry a URL or a statement
-            reasons.append(f"scheduled_tasks could not be read ({type(error).__name__})")
+        failing = _failing_tasks(runtime, failing_tasks_cache)
+        if isinstance(failing, str):
+            reasons.append(f"scheduled_tasks could not be read ({failing})")
         else:
-            report["failing_tasks"] = failing = sum(task.failing_count for task in summary)
+            report["failing_tasks"] = failing
             if max_failing_tasks is not None and failing > max_failing_tasks:
                 reasons.append(f"{failing} failing task(s), more than {max_failing_tasks}")
     ready = not reasons
@@ -286,14 +323,16 @@ def health_router(
     max_poll_age: timedelta | None = None,
     max_failing_tasks: int | None = None,
     count_failing_tasks: bool = True,
+    failing_tasks_cache: timedelta = FAILING_TASKS_CACHE,
     include_in_schema: bool = False,
 ) -> APIRouter:
     """A router with one readiness endpoint, ``GET path``: 200 when ready, else 503.
 
     Include it with ``app.include_router(health_router())``; see :func:`health_report` for
     what ready means and what the JSON body holds. Counting the failing tasks reads
-    ``scheduled_tasks`` (one grouped query per call); pass ``count_failing_tasks=False`` for a
-    probe that never touches the database.
+    ``scheduled_tasks`` (one grouped query) at most once per ``failing_tasks_cache`` (5 s),
+    however often the endpoint is called; pass ``count_failing_tasks=False`` for a probe that
+    never touches the database.
     """
     router = APIRouter()
 
@@ -308,6 +347,7 @@ def health_router(
             max_poll_age=max_poll_age,
             max_failing_tasks=max_failing_tasks,
             count_failing_tasks=count_failing_tasks,
+            failing_tasks_cache=failing_tasks_cache,
         )
         ready, report = await anyio.to_thread.run_sync(check)
         return JSONResponse(report, status_code=200 if ready else 503)

@@ -43,7 +43,7 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     import click
@@ -53,6 +53,8 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
     raise ImportError(
         "ekbatan.integrations.flask needs Flask: pip install 'ekbatan-integrations[flask]'"
     ) from error
+if TYPE_CHECKING:
+    from werkzeug.local import LocalProxy
 
 from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, migrate
 from ekbatan.core.sharding import resolve_jobs_config
@@ -77,6 +79,7 @@ class _AppState:
     packages: tuple[str | ModuleType, ...]
     container: Any
     migrate_on_start: bool
+    require_database: bool
     autostart: bool
     pid: int = field(default_factory=os.getpid)
     runtime: EkbatanRuntime | None = None
@@ -86,10 +89,15 @@ class _AppState:
 class Ekbatan:
     """The Flask extension. One instance may serve several applications (app factories).
 
-    ``config`` (a path or loaded settings), ``packages`` and ``migrate_on_start`` given here win
-    over the application's ``EKBATAN_CONFIG``, ``EKBATAN_PACKAGES`` (a list or a comma-separated
-    string) and ``EKBATAN_MIGRATE_ON_START``. ``container`` is the application's own
-    dependency-injector container, offered to discovered classes' constructors.
+    ``config`` (a path or loaded settings), ``packages``, ``migrate_on_start`` and
+    ``require_database`` given here win over the application's ``EKBATAN_CONFIG``,
+    ``EKBATAN_PACKAGES`` (a list or a comma-separated string), ``EKBATAN_MIGRATE_ON_START`` and
+    ``EKBATAN_REQUIRE_DATABASE``. ``container`` is the application's own dependency-injector
+    container, offered to discovered classes' constructors.
+
+    ``require_database`` (default True): starting fails at once, naming the jobs pool, when its
+    database cannot be reached; False starts degraded instead (``runtime.job_registry
+    .waiting_for_database`` is True meanwhile) and the jobs begin when the database answers.
     """
 
     def __init__(
@@ -100,11 +108,13 @@ class Ekbatan:
         packages: Iterable[str | ModuleType] | str | ModuleType | None = None,
         container: Any = None,
         migrate_on_start: bool = False,
+        require_database: bool | None = None,
     ) -> None:
         self.config = config
         self.packages = packages
         self.container = container
         self.migrate_on_start = migrate_on_start
+        self.require_database = require_database
         self._states: weakref.WeakKeyDictionary[Flask, _AppState] = weakref.WeakKeyDictionary()
         _extensions.add(self)
         if app is not None:
@@ -137,6 +147,11 @@ class Ekbatan:
             packages=packages,
             container=self.container,
             migrate_on_start=self.migrate_on_start or _flag(app.config.get("EKBATAN_MIGRATE_ON_START")),
+            require_database=(
+                self.require_database
+                if self.require_database is not None
+                else _flag(app.config.get("EKBATAN_REQUIRE_DATABASE", True))
+            ),
             autostart=_flag(app.config.get("EKBATAN_AUTOSTART", True)),
         )
         self._states[app] = state
@@ -163,7 +178,7 @@ class Ekbatan:
 
     def _current_app(self) -> Flask:
         if has_app_context():
-            return current_app._get_current_object()  # type: ignore[attr-defined]
+            return _app_of_this_context()
         apps = list(self._states.keys())
         if len(apps) == 1:
             return apps[0]
@@ -183,6 +198,7 @@ class Ekbatan:
                     state.packages,
                     container=state.container,
                     migrate_on_start=state.migrate_on_start,
+                    require_database=state.require_database,
                 )
             return state.runtime
 
@@ -240,7 +256,7 @@ class Ekbatan:
 
     # ------------------------------------------------------------------ when to start
     def _start_on_first_request(self) -> None:
-        state = self._states.get(current_app._get_current_object())  # type: ignore[attr-defined]
+        state = self._states.get(_app_of_this_context())
         if state is not None and (state.runtime is None or not state.runtime.started):
             self.start()
 
@@ -304,6 +320,11 @@ def gunicorn_worker_exit(server: Any, worker: Any) -> None:
 
 
 # ---------------------------------------------------------------------- helpers
+def _app_of_this_context() -> Flask:
+    # flask annotates current_app as the Flask it stands for; it is werkzeug's proxy to it
+    return cast("LocalProxy[Flask]", current_app)._get_current_object()
+
+
 def _package_list(
     value: Iterable[str | ModuleType] | str | ModuleType | None,
 ) -> tuple[str | ModuleType, ...]:
@@ -311,7 +332,7 @@ def _package_list(
         return ()
     if isinstance(value, ModuleType):
         return (value,)
-    items = value.split(",") if isinstance(value, str) else value
+    items: Iterable[str | ModuleType] = value.split(",") if isinstance(value, str) else value
     return tuple(
         item if isinstance(item, ModuleType) else item.strip() for item in items if item and str(item).strip()
     )
@@ -354,7 +375,7 @@ def migrate_command() -> None:
 def tasks_command() -> None:
     """List the rows of scheduled_tasks: task, instance, due time, picked by, failures."""
     extension: Ekbatan = current_app.extensions[EXTENSION_KEY]
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = _app_of_this_context()
     built_here = extension._states[app].runtime is None
     try:
         rows, more = list_tasks(extension.scheduler_client, limit=1000)

@@ -211,7 +211,7 @@ def _change(
     task: str,
     instance: str,
     force: bool,
-    unpicked: Callable[[], None],
+    unpicked: Callable[[], object],
     forced: Callable[[Execution], None],
 ) -> TaskView:
     found = client.get_scheduled_execution((task, instance))

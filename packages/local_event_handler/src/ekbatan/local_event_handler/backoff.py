@@ -16,4 +16,7 @@ def backoff_delay(attempts: int, cap: timedelta) -> timedelta:
         raise ValueError(f"attempts must be at least 1 (the count after the failure); got {attempts}")
     if cap <= timedelta(0):
         raise ValueError(f"the backoff cap must be positive; got {cap}")
-    return min(BASE_DELAY * (2 ** min(attempts - 1, _MAX_EXPONENT)), cap)
+    factor: int = 2 ** min(
+        attempts - 1, _MAX_EXPONENT
+    )  # int ** int is typed Any: a negative power is a float
+    return min(BASE_DELAY * factor, cap)

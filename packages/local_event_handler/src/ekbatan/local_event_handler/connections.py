@@ -7,9 +7,9 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from ekbatan.core.persistence import ConnectionProvider, Dialect
+from ekbatan.core.persistence import ConnectionProvider, DialectName
 
-_MYSQL_FAMILY = (Dialect.MARIADB, Dialect.MYSQL)
+_MYSQL_FAMILY = (DialectName.MARIADB, DialectName.MYSQL)
 
 
 #: the pipeline's statements read a few rows through an index in index order (the oldest due
@@ -40,7 +40,7 @@ def pipeline_connection(provider: ConnectionProvider, *, writes: bool = True) ->
     * SQLite has neither; it locks the whole file anyway.
     """
     settings = {}
-    if provider.dialect is Dialect.POSTGRESQL:
+    if provider.dialect is DialectName.POSTGRESQL:
         settings = {**_POSTGRESQL_READS, **(_POSTGRESQL_WRITES if writes else {})}
     connection = provider.connect()
     previous: dict[str, str] = {}

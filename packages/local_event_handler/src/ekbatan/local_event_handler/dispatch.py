@@ -105,7 +105,7 @@ class HandlerDispatcher:
     ) -> float:
         assert self._timeout is not None
         now = time.monotonic()
-        started = [outcomes[i].started for i in pending.values() if outcomes[i].started is not None]
+        started = [s for i in pending.values() if (s := outcomes[i].started) is not None]
         if len(started) < len(pending):
             return _QUEUED_CHECK  # a queued call starts at an unknown time: look again soon
         return max(0.0, min(started) + self._timeout - now)

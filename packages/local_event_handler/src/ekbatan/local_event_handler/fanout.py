@@ -17,7 +17,7 @@ from typing import Any
 from ekbatan.core.config import EkbatanSettings, LocalEventHandlerConfig
 from ekbatan.core.outbox.clock import utc_now
 from ekbatan.core.outbox.wakeups import events_channel, notifications_channel, notify
-from ekbatan.core.persistence import Dialect, TransactionManager
+from ekbatan.core.persistence import DialectName, TransactionManager
 from ekbatan.local_event_handler.connections import pipeline_connection
 from ekbatan.local_event_handler.fanout_sql import FanoutStatements, fanout_statements
 from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder
@@ -64,7 +64,7 @@ class EventFanoutJob(PipelineJob):
         super().__init__(wake_channel=events_channel, **options)
         self._wake_after = list(wake_after)
         self._rounds = ShardRounds("fan-out", f"{self._name}-shard")
-        self._statement_cache: dict[tuple[Dialect, str], FanoutStatements] = {}
+        self._statement_cache: dict[tuple[DialectName, str], FanoutStatements] = {}
         self._counts = threading.Lock()
         #: events fanned out and notifications written by this job object
         self.fanned_out = 0
@@ -87,7 +87,7 @@ class EventFanoutJob(PipelineJob):
         now = utc_now(self._clock)
         with pipeline_connection(manager.primary) as connection, connection.begin():
             events, notifications = statements.run(connection, self._batch_size, now)
-            if notifications and manager.dialect is Dialect.POSTGRESQL:
+            if notifications and manager.dialect is DialectName.POSTGRESQL:
                 notify(connection, notifications_channel(manager.eventlog_schema))
         if events:
             with self._counts:

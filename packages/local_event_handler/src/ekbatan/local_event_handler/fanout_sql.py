@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.core.migrations.eventlog_ddl import eventlog_table_names
-from ekbatan.core.persistence import Dialect
+from ekbatan.core.persistence import DialectName
 from ekbatan.core.persistence.column_types import UtcDateTime
 from ekbatan.local_event_handler.states import NotificationState
 
@@ -56,10 +56,10 @@ _INSERTED = ", ".join(
 )
 
 _NEW_ID = {
-    Dialect.POSTGRESQL: "gen_random_uuid()",
-    Dialect.MARIADB: "UUID()",
-    Dialect.MYSQL: "UUID()",
-    Dialect.SQLITE: (
+    DialectName.POSTGRESQL: "gen_random_uuid()",
+    DialectName.MARIADB: "UUID()",
+    DialectName.MYSQL: "UUID()",
+    DialectName.SQLITE: (
         "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' "
         "|| substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || '-' "
         "|| hex(randomblob(6)))"
@@ -71,7 +71,7 @@ _NEW_ID = {
 class FanoutStatements:
     """The statements of one shard's round, for one set of subscriptions."""
 
-    dialect: Dialect
+    dialect: DialectName
     #: PostgreSQL: the whole round; its rows are the flipped events, each carrying the count inserted
     round: sa.TextClause | None
     #: the other dialects: pick, insert, flip
@@ -96,7 +96,7 @@ class FanoutStatements:
 
 
 def fanout_statements(
-    dialect: Dialect, eventlog_schema: str, subscriptions: Sequence[tuple[str, str]]
+    dialect: DialectName, eventlog_schema: str, subscriptions: Sequence[tuple[str, str]]
 ) -> FanoutStatements:
     """Statements fanning events out to ``subscriptions``, (event_type, handler_name) pairs."""
     events, notifications = eventlog_table_names(dialect, eventlog_schema)
@@ -104,7 +104,7 @@ def fanout_statements(
     selects = []
     for index, (event_type, handler_name) in enumerate(subscriptions):
         params[f"type_{index}"], params[f"handler_{index}"] = event_type, handler_name
-        if dialect is Dialect.POSTGRESQL:  # untyped parameters in a UNION need a type there
+        if dialect is DialectName.POSTGRESQL:  # untyped parameters in a UNION need a type there
             selects.append(
                 f"SELECT CAST(:type_{index} AS TEXT) AS event_type, CAST(:handler_{index} AS TEXT) AS handler_name"
             )
@@ -123,7 +123,7 @@ def fanout_statements(
     )
     undelivered = f"delivered = {_false(dialect)} AND event_type IN ({types_in})"
     now = sa.bindparam("now", type_=UtcDateTime())
-    if dialect is Dialect.POSTGRESQL:
+    if dialect is DialectName.POSTGRESQL:
         round_sql = sa.text(
             f"WITH picked AS (SELECT id FROM {events} WHERE {undelivered} ORDER BY event_date LIMIT :limit), "
             f"inserted AS (INSERT INTO {notifications} ({_INSERTED}) "
@@ -134,7 +134,7 @@ def fanout_statements(
         ).bindparams(now)
         return FanoutStatements(dialect, round_sql, None, None, None, params)
     pick = sa.text(f"SELECT id FROM {events} WHERE {undelivered} ORDER BY event_date LIMIT :limit")
-    if dialect is Dialect.SQLITE:
+    if dialect is DialectName.SQLITE:
         skip = " ON CONFLICT (event_id, handler_name) DO NOTHING"
     else:
         # a no-op assignment: only a duplicate key is skipped, every other error still raises
@@ -148,9 +148,9 @@ def fanout_statements(
     return FanoutStatements(dialect, None, pick, insert, flip, params)
 
 
-def _false(dialect: Dialect) -> str:
-    return "0" if dialect is Dialect.SQLITE else "FALSE"
+def _false(dialect: DialectName) -> str:
+    return "0" if dialect is DialectName.SQLITE else "FALSE"
 
 
-def _true(dialect: Dialect) -> str:
-    return "1" if dialect is Dialect.SQLITE else "TRUE"
+def _true(dialect: DialectName) -> str:
+    return "1" if dialect is DialectName.SQLITE else "TRUE"

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ekbatan.core.persistence import Dialect, TransactionManager
+from ekbatan.core.persistence import DialectName, TransactionManager
 
 log = logging.getLogger("ekbatan.local_event_handler")
 
@@ -109,7 +109,7 @@ class ShardListeners:
 
 def _can_listen(manager: TransactionManager) -> bool:
     engine = manager.primary.engine
-    return manager.dialect is Dialect.POSTGRESQL and engine.dialect.driver == "psycopg"
+    return manager.dialect is DialectName.POSTGRESQL and engine.dialect.driver == "psycopg"
 
 
 def _connect(manager: TransactionManager) -> Any:

@@ -38,7 +38,7 @@ class ShardRounds:
             return self._one(managers[0], batch)
         futures = [self._pool(len(managers)).submit(self._one, m, batch) for m in managers]
         concurrent.futures.wait(futures)
-        errors = [f.exception() for f in futures if f.exception() is not None]
+        errors = [e for f in futures if (e := f.exception()) is not None]
         if errors:
             first = errors[0]
             for other in errors[1:]:

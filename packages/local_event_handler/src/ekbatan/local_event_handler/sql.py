@@ -17,16 +17,16 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.core.migrations.eventlog_metadata import EventlogTables, eventlog_tables
-from ekbatan.core.persistence import Dialect
+from ekbatan.core.persistence import DialectName
 from ekbatan.local_event_handler.states import OPEN_STATES, TERMINAL_STATES, NotificationState
 
 
 @functools.lru_cache(maxsize=64)
-def tables(dialect: Dialect, schema: str) -> EventlogTables:
+def tables(dialect: DialectName, schema: str) -> EventlogTables:
     return eventlog_tables(dialect, schema)
 
 
-def due_notifications(t: EventlogTables, dialect: Dialect, now: datetime, limit: int) -> sa.Select[Any]:
+def due_notifications(t: EventlogTables, dialect: DialectName, now: datetime, limit: int) -> sa.Select[Any]:
     """The ``limit`` open notifications due longest ago.
 
     PostgreSQL and SQLite walk their partial index of open rows in order. MySQL and MariaDB
@@ -48,7 +48,7 @@ def due_notifications(t: EventlogTables, dialect: Dialect, now: datetime, limit:
             .limit(limit)
         )
 
-    if dialect not in (Dialect.MARIADB, Dialect.MYSQL):
+    if dialect not in (DialectName.MARIADB, DialectName.MYSQL):
         return due(*OPEN_STATES)
     merged = sa.union_all(*(due(state) for state in OPEN_STATES)).subquery("due")
     return sa.select(merged).order_by(merged.c.next_retry_at).limit(limit)

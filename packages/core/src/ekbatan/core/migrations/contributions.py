@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, NamedTuple
 
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 
 ENTRY_POINT_GROUP = "ekbatan.migrations"
 
@@ -31,8 +31,8 @@ class Migration(NamedTuple):
     description: str
     statements: Callable[..., list[str]]
 
-    def statements_for(self, dialect: Dialect | str, *, eventlog_schema: str = "eventlog") -> list[str]:
-        dialect_name = Dialect(dialect).value
+    def statements_for(self, dialect: DialectName | str, *, eventlog_schema: str = "eventlog") -> list[str]:
+        dialect_name = DialectName(dialect).value
         if _accepts_eventlog_schema(self.statements):
             produced = self.statements(dialect_name, eventlog_schema=eventlog_schema)
         else:
@@ -46,6 +46,10 @@ class Migration(NamedTuple):
 
     def checksum(self, statements: list[str]) -> str:
         return hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
+
+
+#: a migration as a contributor may write it: ``(component, version, description, statements)``
+MigrationTuple = tuple[str, str, str, Callable[..., list[str]]]
 
 
 class MigrationContributorError(RuntimeError):
@@ -98,7 +102,7 @@ def validate_contribution(produced: Any, origin: str) -> list[Migration]:
     return checked
 
 
-def plan(migrations: Iterable[Migration | tuple]) -> list[Migration]:
+def plan(migrations: Iterable[Migration | MigrationTuple]) -> list[Migration]:
     """Components in alphabetical order, each component's versions in natural order; no duplicates."""
     checked = validate_contribution(list(migrations), "contributions")
     seen: set[tuple[str, str]] = set()

@@ -11,36 +11,38 @@ Every statement is idempotent (``IF NOT EXISTS``); on MySQL, which has no
 
 from __future__ import annotations
 
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
 
 DEFAULT_EVENTLOG_SCHEMA = "eventlog"
 
 
-def eventlog_table_names(dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> tuple[str, str]:
+def eventlog_table_names(
+    dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_SCHEMA
+) -> tuple[str, str]:
     """The qualified names to write in SQL: ``eventlog.events`` or, on SQLite, ``eventlog_events``."""
     validate_sql_identifier(schema, "eventlog schema")
-    if Dialect(dialect) is Dialect.SQLITE:
+    if DialectName(dialect) is DialectName.SQLITE:
         return f"{schema}_events", f"{schema}_event_notifications"
     return f"{schema}.events", f"{schema}.event_notifications"
 
 
-def eventlog_statements(dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list[str]:
+def eventlog_statements(dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list[str]:
     """``CREATE`` statements for the eventlog schema/database and both tables with their indexes."""
     validate_sql_identifier(schema, "eventlog schema")
-    dialect = Dialect(dialect)
-    if dialect is Dialect.POSTGRESQL:
+    dialect = DialectName(dialect)
+    if dialect is DialectName.POSTGRESQL:
         return _postgresql(schema)
-    if dialect is Dialect.MARIADB:
+    if dialect is DialectName.MARIADB:
         return _mysql_family(schema, uuid="UUID", uuid_pk="UUID PRIMARY KEY", pk_clause="")
-    if dialect is Dialect.MYSQL:
+    if dialect is DialectName.MYSQL:
         ascii_uuid = "CHAR(36) CHARACTER SET ascii NOT NULL"
         return _mysql_family(schema, uuid=ascii_uuid, uuid_pk=ascii_uuid, pk_clause=",\n  PRIMARY KEY (id)")
     return _sqlite(schema)
 
 
 def eventlog_open_notifications_index(
-    dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEMA
+    dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_SCHEMA
 ) -> list[str]:
     """An index on ``(state, next_retry_at)`` where indexes cannot be partial (MariaDB, MySQL).
 
@@ -50,13 +52,13 @@ def eventlog_open_notifications_index(
     rows. PostgreSQL and SQLite have had a partial index from the start.
     """
     validate_sql_identifier(schema, "eventlog schema")
-    dialect = Dialect(dialect)
-    if dialect is Dialect.MARIADB:
+    dialect = DialectName(dialect)
+    if dialect is DialectName.MARIADB:
         return [
             f"CREATE INDEX IF NOT EXISTS event_notifications_open ON {schema}.event_notifications "
             "(state, next_retry_at)"
         ]
-    if dialect is Dialect.MYSQL:
+    if dialect is DialectName.MYSQL:
         # MySQL has no CREATE INDEX IF NOT EXISTS; one ALTER is atomic there, so the version is
         # either applied whole or not at all
         return [

@@ -7,13 +7,14 @@ UTC datetimes (stored naive UTC), JSON as Python dicts, booleans.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from ekbatan.core.migrations.eventlog_ddl import DEFAULT_EVENTLOG_SCHEMA
 from ekbatan.core.persistence.column_types import UtcDateTime, UuidText
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
 
 
@@ -24,16 +25,16 @@ class EventlogTables:
     event_notifications: sa.Table
 
 
-def eventlog_tables(dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> EventlogTables:
+def eventlog_tables(dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> EventlogTables:
     """Fresh ``Table`` objects for ``dialect`` with the eventlog under ``schema``.
 
     Do not call ``metadata.create_all`` with them: the DDL of record (partial indexes, MySQL
     UUID text) is in :func:`~ekbatan.core.migrations.eventlog_statements`, applied by ``migrate``.
     """
     validate_sql_identifier(schema, "eventlog schema")
-    dialect = Dialect(dialect)
+    dialect = DialectName(dialect)
     metadata = sa.MetaData()
-    if dialect is Dialect.SQLITE:
+    if dialect is DialectName.SQLITE:
         table_schema, events_name, notifications_name = (
             None,
             f"{schema}_events",
@@ -43,7 +44,7 @@ def eventlog_tables(dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEM
         table_schema, events_name, notifications_name = schema, "events", "event_notifications"
     uuid_type, json_type = _types(dialect)
 
-    def shared_columns() -> list[sa.Column]:
+    def shared_columns() -> list[sa.Column[Any]]:
         return [
             sa.Column("namespace", sa.String(255), nullable=False),
             sa.Column("action_id", uuid_type, nullable=False),
@@ -87,9 +88,9 @@ def eventlog_tables(dialect: Dialect | str, schema: str = DEFAULT_EVENTLOG_SCHEM
     return EventlogTables(metadata, events, event_notifications)
 
 
-def _types(dialect: Dialect) -> tuple[sa.types.TypeEngine, sa.types.TypeEngine]:
-    if dialect is Dialect.POSTGRESQL:
+def _types(dialect: DialectName) -> tuple[sa.types.TypeEngine[Any], sa.types.TypeEngine[Any]]:
+    if dialect is DialectName.POSTGRESQL:
         return postgresql.UUID(as_uuid=True), postgresql.JSONB()
-    if dialect is Dialect.MARIADB:
+    if dialect is DialectName.MARIADB:
         return sa.Uuid(as_uuid=True, native_uuid=True), sa.JSON()
     return UuidText(), sa.JSON()

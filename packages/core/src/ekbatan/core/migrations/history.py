@@ -10,25 +10,20 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
+from ekbatan.core.persistence.dialects import dialect_support
 
 HISTORY_TABLE = "ekbatan_schema_history"
-_PG_LOCK_KEY = 0x454B42_5441  # "EKBTA": one advisory lock for every Ekbatan migrator
 
 
-def history_table_statement(dialect: Dialect) -> str:
-    timestamp = (
-        "DATETIME(6)"
-        if dialect.is_mysql_family
-        else ("DATETIME" if dialect is Dialect.SQLITE else "TIMESTAMP")
-    )
+def history_table_statement(dialect: DialectName) -> str:
     return (
         f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} (\n"
         f"  component VARCHAR(100) NOT NULL,\n"
         f"  version VARCHAR(50) NOT NULL,\n"
         f"  description VARCHAR(255) NOT NULL,\n"
         f"  checksum CHAR(64) NOT NULL,\n"
-        f"  applied_at {timestamp} NOT NULL,\n"
+        f"  applied_at {dialect_support(dialect).timestamp_ddl} NOT NULL,\n"
         f"  PRIMARY KEY (component, version)\n"
         f")"
     )
@@ -63,21 +58,12 @@ def record_version(
     )
 
 
-def acquire_migration_lock(connection: sa.Connection, dialect: Dialect, timeout_seconds: int = 600) -> None:
+def acquire_migration_lock(
+    connection: sa.Connection, dialect: DialectName, timeout_seconds: int = 600
+) -> None:
     """Serialise migrators of one database (several replicas may start at once)."""
-    if dialect is Dialect.POSTGRESQL:
-        connection.exec_driver_sql(f"SELECT pg_advisory_lock({_PG_LOCK_KEY})")
-    elif dialect.is_mysql_family:
-        got = connection.exec_driver_sql(
-            f"SELECT GET_LOCK(CONCAT('ekbatan_migrate:', DATABASE()), {int(timeout_seconds)})"
-        ).scalar()
-        if got != 1:
-            raise TimeoutError(f"another migrator held the migration lock for over {timeout_seconds} s")
-    # SQLite: every version runs in BEGIN IMMEDIATE, which already excludes other writers.
+    dialect_support(dialect).acquire_migration_lock(connection, timeout_seconds)
 
 
-def release_migration_lock(connection: sa.Connection, dialect: Dialect) -> None:
-    if dialect is Dialect.POSTGRESQL:
-        connection.exec_driver_sql(f"SELECT pg_advisory_unlock({_PG_LOCK_KEY})")
-    elif dialect.is_mysql_family:
-        connection.exec_driver_sql("SELECT RELEASE_LOCK(CONCAT('ekbatan_migrate:', DATABASE()))")
+def release_migration_lock(connection: sa.Connection, dialect: DialectName) -> None:
+    dialect_support(dialect).release_migration_lock(connection)

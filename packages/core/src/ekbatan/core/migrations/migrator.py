@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ekbatan.core.migrations.contributions import Migration, load_contributions, plan
+from ekbatan.core.migrations.contributions import Migration, MigrationTuple, load_contributions, plan
 from ekbatan.core.migrations.eventlog_ddl import DEFAULT_EVENTLOG_SCHEMA
 from ekbatan.core.migrations.history import (
     acquire_migration_lock,
@@ -27,7 +27,7 @@ from ekbatan.core.migrations.history import (
 from ekbatan.core.persistence.connection_provider import ConnectionProvider
 from ekbatan.core.persistence.credentials import mask_url_password
 from ekbatan.core.persistence.data_source import DataSourceConfig
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
 from ekbatan.core.sharding.config import PRIMARY_CONFIG, ShardingConfig, config_path, target_name
 from ekbatan.core.sharding.registry import DatabaseRegistry
@@ -52,7 +52,7 @@ class MigrationTarget:
 @dataclass
 class TargetReport:
     name: str
-    dialect: Dialect
+    dialect: DialectName
     applied: list[tuple[str, str]] = field(default_factory=list)
     already_applied: list[tuple[str, str]] = field(default_factory=list)
 
@@ -69,9 +69,9 @@ class MigrationError(RuntimeError):
 def migration_targets(source: Any) -> list[MigrationTarget]:
     """Targets for the ekbatan settings, a ``ShardingConfig`` or a ``DatabaseRegistry``."""
     if isinstance(source, DatabaseRegistry):
+        managers = ((shard, source.transaction_manager(shard)) for shard in source.shards)
         return [
-            MigrationTarget(source.shard_name(m.shard), m.primary, m.eventlog_schema)  # type: ignore[arg-type]
-            for m in source.transaction_managers()
+            MigrationTarget(source.shard_name(shard), m.primary, m.eventlog_schema) for shard, m in managers
         ]
     sharding = source if isinstance(source, ShardingConfig) else getattr(source, "sharding", None)
     if isinstance(sharding, ShardingConfig):
@@ -92,7 +92,9 @@ def migration_targets(source: Any) -> list[MigrationTarget]:
     return targets
 
 
-def migrate(source: Any, *, contributions: Iterable[Migration | tuple] | None = None) -> list[TargetReport]:
+def migrate(
+    source: Any, *, contributions: Iterable[Migration | MigrationTuple] | None = None
+) -> list[TargetReport]:
     """Bring every target up to date; return one report per target.
 
     ``contributions`` defaults to everything registered under the ``ekbatan.migrations`` entry
@@ -115,10 +117,10 @@ def migrate(source: Any, *, contributions: Iterable[Migration | tuple] | None = 
 
 
 def framework_statements(
-    dialect: Dialect | str,
+    dialect: DialectName | str,
     *,
     eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA,
-    contributions: Iterable[Migration | tuple] | None = None,
+    contributions: Iterable[Migration | MigrationTuple] | None = None,
 ) -> list[str]:
     """Every contributed statement for ``dialect`` in apply order (e.g. for an Alembic ``op.execute``)."""
     migrations = load_contributions() if contributions is None else plan(contributions)

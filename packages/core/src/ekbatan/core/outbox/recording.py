@@ -25,7 +25,7 @@ from ekbatan.core.outbox.codec import EventCodec, default_codec
 from ekbatan.core.outbox.events import ModelEvent
 from ekbatan.core.outbox.namespaces import validate_namespace
 from ekbatan.core.outbox.wakeups import events_channel, notify
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 
 MAX_NAME_LENGTH = 255
 
@@ -47,14 +47,14 @@ class RecordedAction:
 
 
 @functools.lru_cache(maxsize=64)
-def events_table(dialect: Dialect, schema: str) -> sa.Table:
+def events_table(dialect: DialectName, schema: str) -> sa.Table:
     """The ``events`` table of ``schema`` for ``dialect`` (built once per pair)."""
     return eventlog_tables(dialect, schema).events
 
 
-def dialect_of(connection: sa.Connection) -> Dialect:
+def dialect_of(connection: sa.Connection) -> DialectName:
     """The dialect the eventlog DDL was written for: the URL's, as ``migrate`` chose it."""
-    return Dialect(connection.dialect.name)
+    return DialectName(connection.dialect.name)
 
 
 def record_events(
@@ -119,7 +119,7 @@ def write_action_rows(
     completion_date: datetime,
     eventlog_schema: str,
     codec: EventCodec,
-    dialect: Dialect,
+    dialect: DialectName,
 ) -> RecordedAction:
     """Insert the rows (already validated inputs) with one multi-row ``INSERT``."""
     common = {
@@ -154,7 +154,7 @@ def write_action_rows(
         # no "payload" key, so the column is SQL NULL (binding None would store JSON null).
         rows.append({**common, "id": uuid.uuid4(), "model_id": None, "model_type": None, "event_type": None})
     connection.execute(events_table(dialect, eventlog_schema).insert(), rows)
-    if events and dialect is Dialect.POSTGRESQL:
+    if events and dialect is DialectName.POSTGRESQL:
         notify(connection, events_channel(eventlog_schema))
     return RecordedAction(
         action_id=action_id,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy.engine import ExecutionContext
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import ClauseElement, TextClause
 from sqlalchemy.sql.selectable import TextualSelect
@@ -58,7 +59,7 @@ def construct_writes(statement: ClauseElement) -> bool:
 def execution_writes(context: ExecutionContext | None, cursor: Any) -> bool:
     """Whether the statement just executed with ``context`` on ``cursor`` wrote."""
     compiled = getattr(context, "compiled", None)
-    if context is not None and context.isddl:
+    if isinstance(context, DefaultExecutionContext) and context.isddl:
         return True
     if compiled is not None and not isinstance(compiled.statement, (TextClause, TextualSelect)):
         return construct_writes(compiled.statement)

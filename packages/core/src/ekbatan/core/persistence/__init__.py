@@ -9,11 +9,11 @@ if TYPE_CHECKING:
     from ekbatan.core.persistence.connection_provider import ConnectionProvider, engine_options
     from ekbatan.core.persistence.credentials import mask_url_password
     from ekbatan.core.persistence.data_source import DataSourceConfig
-    from ekbatan.core.persistence.dialect import Dialect, dialect_from_url
+    from ekbatan.core.persistence.dialect_names import DialectName, dialect_name_from_url
     from ekbatan.core.persistence.jdbc_urls import (
         TranslatedJdbcUrl,
         UnsupportedJdbcUrlError,
-        dialect_from_jdbc_url,
+        dialect_name_from_jdbc_url,
         translate_jdbc_url,
     )
     from ekbatan.core.persistence.liveness import DEFAULT_IDLE_PING_SECONDS, install_idle_ping
@@ -24,14 +24,14 @@ __all__ = [
     "DEFAULT_IDLE_PING_SECONDS",
     "ConnectionProvider",
     "DataSourceConfig",
-    "Dialect",
+    "DialectName",
     "TransactionManager",
     "TranslatedJdbcUrl",
     "UnsupportedJdbcUrlError",
     "UtcDateTime",
     "UuidText",
-    "dialect_from_jdbc_url",
-    "dialect_from_url",
+    "dialect_name_from_jdbc_url",
+    "dialect_name_from_url",
     "engine_options",
     "install_idle_ping",
     "mask_url_password",
@@ -46,11 +46,11 @@ __getattr__, __dir__ = _lazy_exports(
         "ekbatan.core.persistence.connection_provider": ("ConnectionProvider", "engine_options"),
         "ekbatan.core.persistence.credentials": ("mask_url_password",),
         "ekbatan.core.persistence.data_source": ("DataSourceConfig",),
-        "ekbatan.core.persistence.dialect": ("Dialect", "dialect_from_url"),
+        "ekbatan.core.persistence.dialect_names": ("DialectName", "dialect_name_from_url"),
         "ekbatan.core.persistence.jdbc_urls": (
             "TranslatedJdbcUrl",
             "UnsupportedJdbcUrlError",
-            "dialect_from_jdbc_url",
+            "dialect_name_from_jdbc_url",
             "translate_jdbc_url",
         ),
         "ekbatan.core.persistence.liveness": ("DEFAULT_IDLE_PING_SECONDS", "install_idle_ping"),

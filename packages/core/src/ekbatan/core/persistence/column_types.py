@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect as SaDialect
+
+from ekbatan.core.persistence.dialects import dialect_support
 
 
 class UtcDateTime(sa.TypeDecorator[datetime]):
@@ -21,11 +22,7 @@ class UtcDateTime(sa.TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: SaDialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(postgresql.TIMESTAMP(timezone=False))
-        return dialect.type_descriptor(sa.DateTime(timezone=False))
+        return dialect.type_descriptor(dialect_support(dialect.name).timestamp_type())
 
     def process_bind_param(self, value: datetime | None, dialect: SaDialect) -> datetime | None:
         if value is None:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from ekbatan.core.persistence.credentials import masked_url
 from ekbatan.core.persistence.data_source import DEFAULT_CONNECTION_TIMEOUT_MS, DataSourceConfig
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 from ekbatan.core.persistence.liveness import install_idle_ping
 from ekbatan.core.persistence.session_setup import install_session_setup
 
@@ -30,7 +30,7 @@ def engine_options(config: DataSourceConfig) -> dict[str, Any]:
     """
     dialect = config.dialect
     url = config.sqlalchemy_url()
-    if dialect is Dialect.SQLITE and url.database in (None, "", ":memory:"):
+    if dialect is DialectName.SQLITE and url.database in (None, "", ":memory:"):
         return {}  # an in-memory database lives in one connection; pool sizing does not apply
     options: dict[str, Any] = {
         "pool_size": config.maximum_pool_size,
@@ -67,7 +67,7 @@ class ConnectionProvider:
             config.sqlalchemy_url(), **{**engine_options(config), **extra_engine_options}
         )
         install_session_setup(self._engine, self._dialect)
-        if self._dialect is not Dialect.SQLITE and "pool_pre_ping" not in extra_engine_options:
+        if self._dialect is not DialectName.SQLITE and "pool_pre_ping" not in extra_engine_options:
             install_idle_ping(self._engine)  # servers drop idle connections; a file does not
         sa.event.listen(self._engine, "handle_error", self._name_the_pool_on_connect_errors)
         self._closed = False
@@ -96,7 +96,7 @@ class ConnectionProvider:
         return self._engine
 
     @property
-    def dialect(self) -> Dialect:
+    def dialect(self) -> DialectName:
         return self._dialect
 
     @property

@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, SecretStr, model_validator
 
 from ekbatan.core.config.key_folding import KeyFoldingModel
 from ekbatan.core.persistence.credentials import masked_url
-from ekbatan.core.persistence.dialect import Dialect, dialect_from_url, parse_sqlalchemy_url
+from ekbatan.core.persistence.dialect_names import DialectName, dialect_name_from_url, parse_sqlalchemy_url
 from ekbatan.core.persistence.jdbc_urls import translate_jdbc_url
 
 DEFAULT_MAXIMUM_POOL_SIZE = 10
@@ -74,7 +74,7 @@ class DataSourceConfig(KeyFoldingModel):
         # Frozen model: the normalised forms are written once, here, during validation.
         if self.url is not None:
             parsed = parse_sqlalchemy_url(self.url.strip())
-            dialect_from_url(parsed)
+            dialect_name_from_url(parsed)
             embedded = parsed.password
             if embedded is not None:
                 if self.password is not None:
@@ -94,9 +94,9 @@ class DataSourceConfig(KeyFoldingModel):
                 object.__setattr__(self, "jdbc_url", _without_jdbc_password(self.jdbc_url))
 
     @property
-    def dialect(self) -> Dialect:
+    def dialect(self) -> DialectName:
         """Known from the URL alone; no connection is opened."""
-        return dialect_from_url(self._url_without_override())
+        return dialect_name_from_url(self._url_without_override())
 
     def _url_without_override(self) -> sa.URL:
         if self.url is not None:

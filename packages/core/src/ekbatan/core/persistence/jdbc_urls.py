@@ -15,22 +15,22 @@ from urllib.parse import parse_qsl, unquote
 import sqlalchemy as sa
 
 from ekbatan.core.persistence.credentials import mask_url_password
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 
 _DRIVERNAMES = {
-    Dialect.POSTGRESQL: "postgresql+psycopg",
-    Dialect.MARIADB: "mariadb+pymysql",
-    Dialect.MYSQL: "mysql+pymysql",
-    Dialect.SQLITE: "sqlite",
+    DialectName.POSTGRESQL: "postgresql+psycopg",
+    DialectName.MARIADB: "mariadb+pymysql",
+    DialectName.MYSQL: "mysql+pymysql",
+    DialectName.SQLITE: "sqlite",
 }
 _FAMILIES = {
-    "postgresql": Dialect.POSTGRESQL,
-    "pgsql": Dialect.POSTGRESQL,
-    "mariadb": Dialect.MARIADB,
-    "mysql": Dialect.MYSQL,
-    "sqlite": Dialect.SQLITE,
+    "postgresql": DialectName.POSTGRESQL,
+    "pgsql": DialectName.POSTGRESQL,
+    "mariadb": DialectName.MARIADB,
+    "mysql": DialectName.MYSQL,
+    "sqlite": DialectName.SQLITE,
 }
-_DEFAULT_PORTS = {Dialect.POSTGRESQL: 5432, Dialect.MARIADB: 3306, Dialect.MYSQL: 3306}
+_DEFAULT_PORTS = {DialectName.POSTGRESQL: 5432, DialectName.MARIADB: 3306, DialectName.MYSQL: 3306}
 _SERVER_URL = re.compile(
     r"^jdbc:(?P<family>[A-Za-z0-9]+)(?::(?P<sub>[A-Za-z:]+))?://"
     r"(?P<authority>[^/?]*)(?:/(?P<database>[^?;]*))?(?:[?;](?P<query>.*))?$",
@@ -45,11 +45,11 @@ class UnsupportedJdbcUrlError(ValueError):
 
 @dataclass(frozen=True)
 class TranslatedJdbcUrl:
-    dialect: Dialect
+    dialect: DialectName
     url: sa.URL  # carries username/password when the JDBC URL did
 
 
-def dialect_from_jdbc_url(jdbc_url: str) -> Dialect:
+def dialect_name_from_jdbc_url(jdbc_url: str) -> DialectName:
     """The dialect family of a JDBC URL, from its scheme only."""
     family = _family_token(jdbc_url)
     return _dialect_for_family(family, jdbc_url)
@@ -57,12 +57,12 @@ def dialect_from_jdbc_url(jdbc_url: str) -> Dialect:
 
 def translate_jdbc_url(jdbc_url: str) -> TranslatedJdbcUrl:
     """``jdbc:postgresql://h:5432/db`` → ``postgresql+psycopg://h:5432/db`` (and friends)."""
-    dialect = dialect_from_jdbc_url(jdbc_url)
-    if dialect is Dialect.SQLITE:
+    dialect = dialect_name_from_jdbc_url(jdbc_url)
+    if dialect is DialectName.SQLITE:
         return _translate_sqlite(jdbc_url)
     match = _SERVER_URL.match(jdbc_url.strip())
     if match is None:
-        if dialect is Dialect.POSTGRESQL and re.match(r"^jdbc:postgresql:[^/]", jdbc_url, re.IGNORECASE):
+        if dialect is DialectName.POSTGRESQL and re.match(r"^jdbc:postgresql:[^/]", jdbc_url, re.IGNORECASE):
             # jdbc:postgresql:dbname means localhost:5432/dbname
             rest = jdbc_url.split(":", 2)[2]
             return translate_jdbc_url(f"jdbc:postgresql://localhost:5432/{rest}")
@@ -92,7 +92,7 @@ def translate_jdbc_url(jdbc_url: str) -> TranslatedJdbcUrl:
             username = value
         elif lowered == "password":
             password = value
-        elif dialect is Dialect.POSTGRESQL:
+        elif dialect is DialectName.POSTGRESQL:
             _translate_postgres_parameter(key, value, params, jdbc_url)
         else:
             _translate_mysql_parameter(key, value, params, jdbc_url)
@@ -101,7 +101,7 @@ def translate_jdbc_url(jdbc_url: str) -> TranslatedJdbcUrl:
     port: int | None
     if len(hosts) == 1:
         host, port = _split_host_port(hosts[0], dialect, jdbc_url)
-    elif dialect is Dialect.POSTGRESQL:
+    elif dialect is DialectName.POSTGRESQL:
         # psycopg/libpq try the hosts in order, as the PostgreSQL JDBC driver does
         params["host"] = [":".join(map(str, _split_host_port(h, dialect, jdbc_url))) for h in hosts]
         host = port = None
@@ -133,7 +133,7 @@ def _family_token(jdbc_url: str) -> str:
     return re.split(r"[:/]", text[5:], maxsplit=1)[0].lower()
 
 
-def _dialect_for_family(family: str, jdbc_url: str) -> Dialect:
+def _dialect_for_family(family: str, jdbc_url: str) -> DialectName:
     if family in _FAMILIES:
         return _FAMILIES[family]
     if not family:
@@ -148,10 +148,10 @@ def _translate_sqlite(jdbc_url: str) -> TranslatedJdbcUrl:
     path = jdbc_url.strip()[len("jdbc:sqlite:") :]
     path = path.split("?", 1)[0]
     if path in ("", ":memory:"):
-        return TranslatedJdbcUrl(Dialect.SQLITE, sa.make_url("sqlite://"))
+        return TranslatedJdbcUrl(DialectName.SQLITE, sa.make_url("sqlite://"))
     if path.startswith("file:"):
         path = path[len("file:") :]
-    return TranslatedJdbcUrl(Dialect.SQLITE, sa.URL.create("sqlite", database=path))
+    return TranslatedJdbcUrl(DialectName.SQLITE, sa.URL.create("sqlite", database=path))
 
 
 def _query_pairs(query: str | None) -> list[tuple[str, str]]:
@@ -160,7 +160,7 @@ def _query_pairs(query: str | None) -> list[tuple[str, str]]:
     return parse_qsl(query.replace(";", "&"), keep_blank_values=True)
 
 
-def _split_host_port(entry: str, dialect: Dialect, jdbc_url: str) -> tuple[str, int]:
+def _split_host_port(entry: str, dialect: DialectName, jdbc_url: str) -> tuple[str, int]:
     if entry.startswith("["):  # [ipv6]:port
         host, _, rest = entry[1:].partition("]")
         port_text = rest.lstrip(":")

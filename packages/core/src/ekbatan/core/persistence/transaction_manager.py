@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 import sqlalchemy as sa
 
 from ekbatan.core.persistence.connection_provider import ConnectionProvider
-from ekbatan.core.persistence.dialect import Dialect
+from ekbatan.core.persistence.dialect_names import DialectName
 from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class TransactionManager:
         return self._secondary
 
     @property
-    def dialect(self) -> Dialect:
+    def dialect(self) -> DialectName:
         return self._primary.dialect
 
     @property

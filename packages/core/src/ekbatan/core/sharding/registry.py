@@ -242,7 +242,11 @@ class DatabaseRegistry:
             return
         self._closed = True
         failures: list[BaseException] = []
-        for closable in [*self._named.values(), *self._managers.values()]:
+        closables: list[ConnectionProvider | TransactionManager] = [
+            *self._named.values(),
+            *self._managers.values(),
+        ]
+        for closable in closables:
             try:
                 closable.close()
             except Exception as error:  # keep closing the rest

@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ekbatan.distributed_jobs.scheduler.outage import FailureLog
+from ekbatan.distributed_jobs.scheduler.outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
 from ekbatan.distributed_jobs.scheduler.waiter import Waiter
 
 log = logging.getLogger(__name__)
@@ -25,13 +25,14 @@ class RepeatingLoop:
         on_error: Callable[[BaseException], None] | None = None,
         *,
         what: str | None = None,
+        outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
     ) -> None:
         self.name = name
         self._step = step
         self._interval = interval
         self._on_error = on_error
         self.waiter = Waiter()
-        self.failures = FailureLog(what or name, log)
+        self.failures = FailureLog(what or name, log, policy=outage)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 

@@ -15,7 +15,7 @@ from ekbatan.distributed_jobs.scheduler.clock import Clock
 from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.listener import Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler.outage import FailureLog
+from ekbatan.distributed_jobs.scheduler.outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.runner import ExecutionRegistry
 
@@ -32,13 +32,14 @@ class HeartbeatUpdater:
         clock: Clock,
         listeners: Listeners,
         claims: QueuedClaims | None = None,
+        outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
     ) -> None:
         self.repository = repository
         self.registry = registry
         self.clock = clock
         self.listeners = listeners
         self.claims = claims
-        self.failures = FailureLog("updating heartbeats", log)
+        self.failures = FailureLog("updating heartbeats", log, policy=outage)
 
     def run_once(self) -> None:
         queued = self.claims.snapshot() if self.claims is not None else []

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,6 +39,27 @@ def backoff(interval: float, failures: int, cap: float = MAX_BACKOFF) -> float:
     return min(interval * 2 ** min(failures - 1, 30), max(interval, cap))
 
 
+@dataclass(frozen=True)
+class OutagePolicy:
+    """How one scheduler lives through failures: a summary line per ``summary_interval``
+    seconds while they go on, and retries backing off up to ``max_backoff`` seconds (see
+    :meth:`SchedulerBuilder.failure_summary_interval` and :meth:`SchedulerBuilder.max_retry_backoff`)."""
+
+    summary_interval: float = SUMMARY_INTERVAL
+    max_backoff: float = MAX_BACKOFF
+
+    def __post_init__(self) -> None:
+        for name in ("summary_interval", "max_backoff"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r} seconds")
+
+    def backoff(self, interval: float, failures: int) -> float:
+        return backoff(interval, failures, self.max_backoff)
+
+
+DEFAULT_OUTAGE_POLICY = OutagePolicy()
+
+
 # scheme://user:password@host in a driver's message: the password is masked. (The engine stays
 # independent of ekbatan.core, whose credentials module does this for settings and pools.)
 _PASSWORD_IN_URL = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*:)[^\s/?#@]+(?=@)")
@@ -56,26 +78,39 @@ def describe(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {mask_url_password(' '.join(lines[:2])) if lines else '(no message)'}"
 
 
-def _is_database_error(exc: BaseException) -> bool:
+#: the drivers whose own exceptions (raised where no SQLAlchemy wraps them: the PostgreSQL
+#: notification listener's connection) are database errors too
+_DRIVER_MODULES = {"psycopg", "psycopg2", "pymysql", "MySQLdb", "mariadb", "sqlite3"}
+
+
+def is_database_error(exc: BaseException) -> bool:
     # A database error explains itself in one line; anything else may be a bug and gets its
     # traceback once per streak.
-    return isinstance(exc, sa.exc.DBAPIError | sa.exc.DisconnectionError | sa.exc.TimeoutError | OSError)
+    if isinstance(exc, sa.exc.DBAPIError | sa.exc.DisconnectionError | sa.exc.TimeoutError | OSError):
+        return True
+    return type(exc).__module__.partition(".")[0] in _DRIVER_MODULES
 
 
 class FailureLog:
     """Logs a streak of failures of one activity (``what``): the first at once, then one summary
-    per ``interval`` seconds with the count, then the recovery. Thread-safe."""
+    per ``interval`` seconds (default: the policy's ``summary_interval``) with the count, then
+    the recovery. Thread-safe."""
 
     def __init__(
         self,
         what: str,
         logger: logging.Logger,
-        interval: float = SUMMARY_INTERVAL,
+        interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        policy: OutagePolicy = DEFAULT_OUTAGE_POLICY,
+        *,
+        retried: bool = True,
     ) -> None:
         self.what = what
+        self.retried = retried
         self.log = logger
-        self.interval = interval
+        self.policy = policy
+        self.interval = policy.summary_interval if interval is None else interval
         self.clock = clock
         self._lock = threading.Lock()
         self._since: float | None = None
@@ -114,11 +149,12 @@ class FailureLog:
                 began = self._since
         if first:
             self.log.warning(
-                "%s failed: %s; retrying, and summarizing further failures every %.0fs",
+                "%s failed: %s; %ssummarizing further failures every %gs",
                 self.what,
                 describe(exc),
+                "retrying, and " if self.retried else "",
                 self.interval,
-                exc_info=None if _is_database_error(exc) else exc,
+                exc_info=None if is_database_error(exc) else exc,
             )
         else:
             self.log.warning(

@@ -32,7 +32,7 @@ from ekbatan.distributed_jobs.scheduler.contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler.context import SchedulerState
 from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler.outage import FailureLog, backoff
+from ekbatan.distributed_jobs.scheduler.outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.runner import CLAIM_LEAD, ExecutionRunner
 from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
@@ -330,6 +330,7 @@ class PollLoop:
         polling_interval: timedelta,
         waiter: object,
         before_poll: Callable[[], None] | None = None,
+        outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
     ) -> None:
         self.strategy = strategy
         self.repository = repository
@@ -339,7 +340,7 @@ class PollLoop:
         self.interval = polling_interval.total_seconds()
         self.waiter = waiter
         self.before_poll = before_poll
-        self.failures = FailureLog("polling for due executions", log)
+        self.failures = FailureLog("polling for due executions", log, policy=outage)
         self._thread: threading.Thread | None = None
         self._rechecks: list[float] = []
         self._announced_lock = threading.Lock()
@@ -389,7 +390,7 @@ class PollLoop:
                 except Exception as exc:
                     # A database that is down fails every poll alike: one line per streak and
                     # a summary now and then, and longer pauses so as not to hammer it.
-                    wait = backoff(self.interval, self.failures.failed(exc))
+                    wait = self.failures.policy.backoff(self.interval, self.failures.failed(exc))
                     self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
                 if self._rechecks:
                     wait = min(wait, self._rechecks.pop(0))

@@ -33,6 +33,12 @@ from ekbatan.distributed_jobs.scheduler.listener import (
     SchedulerEventType,
 )
 from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler.outage import (
+    DEFAULT_OUTAGE_POLICY,
+    FailureLog,
+    OutagePolicy,
+    is_database_error,
+)
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.serializers import Serializer
 from ekbatan.distributed_jobs.scheduler.tasks import Task
@@ -91,6 +97,7 @@ class ExecutionRunner:
         failure_log_level: int = logging.WARNING,
         failure_log_stack_trace: bool = True,
         writer: CompletionWriter | None = None,
+        outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
     ) -> None:
         self.repository = repository
         # A stored due time may be up to this much before the one asked for (SQLite keeps
@@ -111,6 +118,14 @@ class ExecutionRunner:
         self.failure_log_stack_trace = failure_log_stack_trace
         self.writer = writer
         self.remover = writer.remove if writer is not None else None
+        # A database gone under running executions fails every one's result alike: one line
+        # for the streak and a count now and then, not a traceback per execution.
+        self.write_failures = FailureLog(
+            "recording execution results (an unrecorded one stays picked, to be revived as dead and run again)",
+            log,
+            policy=outage,
+            retried=False,
+        )
 
     def _ops_scheduled(self, task_name: str, instance_id: str, when: datetime) -> None:
         if self._on_scheduled is not None:
@@ -203,6 +218,8 @@ class ExecutionRunner:
                 complete.execution,
                 error,
             )
+        elif error is not None and is_database_error(error):
+            self.write_failures.failed(error)
         elif error is not None:
             log.error(
                 "completion handler of %s failed; the execution will likely remain picked and be handled "
@@ -210,6 +227,8 @@ class ExecutionRunner:
                 complete.execution,
                 exc_info=error,
             )
+        else:
+            self.write_failures.succeeded()
         if error is not None:
             listeners.on_scheduler_event(SchedulerEventType.COMPLETIONHANDLER_ERROR)
             listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
@@ -237,12 +256,15 @@ class ExecutionRunner:
         complete = ExecutionComplete.failure(execution, time_started, self.clock.now(), exc, instance)
         try:
             task.failure_handler.on_failure(complete, ops)
-        except Exception:
-            log.exception(
-                "failure handler of %s failed; the execution will likely remain picked and be handled "
-                "as dead later",
-                execution,
-            )
+        except Exception as error:
+            if is_database_error(error):
+                self.write_failures.failed(error)
+            else:
+                log.exception(
+                    "failure handler of %s failed; the execution will likely remain picked and be handled "
+                    "as dead later",
+                    execution,
+                )
             self.listeners.on_scheduler_event(SchedulerEventType.FAILUREHANDLER_ERROR)
             self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
         finally:

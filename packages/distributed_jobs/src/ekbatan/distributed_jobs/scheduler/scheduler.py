@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,7 +39,7 @@ from ekbatan.distributed_jobs.scheduler.listener import (
     SchedulerListener,
 )
 from ekbatan.distributed_jobs.scheduler.notified_claims import NotifiedClaims
-from ekbatan.distributed_jobs.scheduler.outage import FailureLog, check_connection
+from ekbatan.distributed_jobs.scheduler.outage import FailureLog, OutagePolicy, check_connection
 from ekbatan.distributed_jobs.scheduler.polling import (
     AutoStrategy,
     ClaimSizing,
@@ -112,6 +113,7 @@ class SchedulerBuilder:
         self._shutdown_hook = False
         self._batch_completions = True
         self._listen_notify = True
+        self._outage = OutagePolicy()
 
     # -- options --------------------------------------------------------------------------
     def start_tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
@@ -181,6 +183,24 @@ class SchedulerBuilder:
         self, lower_fraction: float = 0.5, upper_fraction: float = 1.0
     ) -> SchedulerBuilder:
         self._strategy = PollingStrategyConfig.lock_and_fetch(lower_fraction, upper_fraction)
+        return self
+
+    def failure_summary_interval(self, interval: timedelta) -> SchedulerBuilder:
+        """While an activity (polling, heartbeats, dead-execution detection, start-up tasks,
+        completion writes) keeps failing — the database is down — it logs its first failure,
+        then one line per ``interval`` with the count, then its recovery (default 1 minute)."""
+        if interval <= timedelta(0):
+            raise ValueError(f"failure summary interval must be positive, got {interval}")
+        self._outage = replace(self._outage, summary_interval=interval.total_seconds())
+        return self
+
+    def max_retry_backoff(self, cap: timedelta) -> SchedulerBuilder:
+        """A failing poll (or notification listener) retries after its own interval, doubled
+        per failure in a row up to ``cap`` (default 10 s; never below the polling interval):
+        how long a recovered database may wait for the scheduler to notice."""
+        if cap <= timedelta(0):
+            raise ValueError(f"max retry backoff must be positive, got {cap}")
+        self._outage = replace(self._outage, max_backoff=cap.total_seconds())
         return self
 
     def scheduler_name(self, name: str) -> SchedulerBuilder:
@@ -289,7 +309,8 @@ class Scheduler(SchedulerClient):
         # start-up tasks whose on_startup has not succeeded yet (the database was down): the
         # poller tries them again before each poll until they have
         self._pending_startup = list(self._startup_tasks)
-        self._startup_failures = FailureLog("scheduling start-up tasks", log)
+        self.outage = options._outage
+        self._startup_failures = FailureLog("scheduling start-up tasks", log, policy=self.outage)
         self._state_lock = threading.Lock()
         self._started = False
         self._shutting_down = False
@@ -342,10 +363,11 @@ class Scheduler(SchedulerClient):
             failure_log_level=options._failure_log_level,
             failure_log_stack_trace=options._failure_log_stack_trace,
             writer=self.completion_writer,
+            outage=self.outage,
         )
         self.queued_claims = QueuedClaims()
         self.heartbeats = HeartbeatUpdater(
-            repository, self.registry, self.clock, self.listeners, self.queued_claims
+            repository, self.registry, self.clock, self.listeners, self.queued_claims, outage=self.outage
         )
         self.dead_executions = DeadExecutionDetector(
             repository,
@@ -513,6 +535,7 @@ class Scheduler(SchedulerClient):
             self.polling_interval,
             self.waiter,
             before_poll=self._retry_startup_tasks,
+            outage=self.outage,
         )
         self._poller.start()
         self._start_listening()
@@ -522,7 +545,12 @@ class Scheduler(SchedulerClient):
             self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
 
         self._heartbeat_loop = RepeatingLoop(
-            "ekbatan-heartbeat", self.heartbeats.run_once, lambda: hb, unexpected, what="heartbeats"
+            "ekbatan-heartbeat",
+            self.heartbeats.run_once,
+            lambda: hb,
+            unexpected,
+            what="heartbeats",
+            outage=self.outage,
         )
         self._dead_loop = RepeatingLoop(
             "ekbatan-dead-executions",
@@ -530,6 +558,7 @@ class Scheduler(SchedulerClient):
             lambda: 2 * hb,
             unexpected,
             what="detecting dead executions",
+            outage=self.outage,
         )
         self._heartbeat_loop.start()
         self._dead_loop.start()
@@ -605,7 +634,9 @@ class Scheduler(SchedulerClient):
                 listeners=self.listeners,
                 claims=self.queued_claims,
             )
-        self._listener = NotificationListener(self.repository.engine, channel, self._on_notification)
+        self._listener = NotificationListener(
+            self.repository.engine, channel, self._on_notification, outage=self.outage
+        )
         self._listener.start()
 
     def _detect_columns(self) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.outage import FailureLog, backoff
+from ekbatan.distributed_jobs.scheduler.outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ class NotificationListener:
         on_wakeup: Callable[[Wakeup, Any], None],
         *,
         reconnect_delay: float = 1.0,
+        outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
     ) -> None:
         self.engine = engine
         self.channel = channel
@@ -119,7 +120,7 @@ class NotificationListener:
         self._thread = threading.Thread(target=self._run, name="ekbatan-notify-listener", daemon=True)
         self._connection: Any = None
         self.listening = threading.Event()
-        self.failures = FailureLog("listening for scheduling notifications", log)
+        self.failures = FailureLog("listening for scheduling notifications", log, policy=outage)
 
     def start(self) -> None:
         self._thread.start()
@@ -160,7 +161,9 @@ class NotificationListener:
                     break
                 self.listening.clear()
                 # polling goes on meanwhile; this only delays hearing other processes' schedules
-                self._stopping.wait(backoff(self.reconnect_delay, self.failures.failed(exc)))
+                self._stopping.wait(
+                    self.failures.policy.backoff(self.reconnect_delay, self.failures.failed(exc))
+                )
             finally:
                 self._close()
 

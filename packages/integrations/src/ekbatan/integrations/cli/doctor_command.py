@@ -16,7 +16,7 @@ from datetime import UTC
 
 import sqlalchemy as sa
 
-from ekbatan.core import Dialect, SettingsError
+from ekbatan.core import DialectName, SettingsError
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler.repository import COLUMNS as SCHEDULED_TASKS_COLUMNS
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
@@ -31,9 +31,9 @@ PASS, WARN, FAIL = "pass", "warn", "fail"
 CLOCK_TOLERANCE_SECONDS = 1.0
 
 _SERVER_NOW = {
-    Dialect.POSTGRESQL: "SELECT CAST(now() AT TIME ZONE 'UTC' AS timestamp)",
-    Dialect.MARIADB: "SELECT UTC_TIMESTAMP(6)",
-    Dialect.MYSQL: "SELECT UTC_TIMESTAMP(6)",
+    DialectName.POSTGRESQL: "SELECT CAST(now() AT TIME ZONE 'UTC' AS timestamp)",
+    DialectName.MARIADB: "SELECT UTC_TIMESTAMP(6)",
+    DialectName.MYSQL: "SELECT UTC_TIMESTAMP(6)",
 }
 
 
@@ -70,7 +70,7 @@ def _report(invocation: Invocation, checks: list[Check]) -> None:
     invocation.emit(
         data,
         lambda: (
-            render_table(("STATUS", "CHECK", "TARGET", "DETAIL"), [asdict(c).values() for c in checks])
+            render_table(("STATUS", "CHECK", "TARGET", "DETAIL"), [tuple(asdict(c).values()) for c in checks])
             + "\n"
             + summary
         ),

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import sqlalchemy as sa
 
-from ekbatan.core import DataSourceConfig, Dialect, EkbatanSettings, load_settings
+from ekbatan.core import DataSourceConfig, DialectName, EkbatanSettings, load_settings
 from ekbatan.core.config.key_folding import kebab_spelling
 from ekbatan.core.migrations import DEFAULT_EVENTLOG_SCHEMA, eventlog_tables
 from ekbatan.core.persistence import ConnectionProvider, mask_url_password
@@ -52,7 +52,7 @@ class Pool:
     config_path: str | None = None
 
     @property
-    def dialect(self) -> Dialect:
+    def dialect(self) -> DialectName:
         return self.config.dialect
 
     @property
@@ -71,7 +71,7 @@ class Pool:
         """
         url = self.config.sqlalchemy_url()
         options: dict[str, object] = {}
-        if self.dialect is Dialect.SQLITE:
+        if self.dialect is DialectName.SQLITE:
             path = url.database
             if not create and path not in (None, "", ":memory:") and not Path(path).exists():
                 raise CliError(

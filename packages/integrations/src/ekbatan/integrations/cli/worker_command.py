@@ -4,6 +4,11 @@ It scans the packages and builds the graph with :func:`~ekbatan.integrations.bui
 exactly as the framework integrations do, starts it, and runs until SIGTERM or SIGINT; then it
 stops the job registry (running executions drain for up to ``shutdown-max-wait``, picked rows
 are released) and closes the pools, and exits 0.
+
+By default it exits 1 at once, naming the jobs pool, when the jobs database cannot be reached;
+``--wait-for-database`` starts it degraded instead: it keeps retrying in the background and the
+jobs begin when the database answers (for a worker started before its database, e.g. by a
+container orchestrator that starts both at once).
 """
 
 from __future__ import annotations
@@ -57,13 +62,24 @@ def load_container(spec: str | None) -> Any:
 )
 @click.option("--migrate", is_flag=True, help="Run the framework migrations before starting.")
 @click.option(
+    "--wait-for-database",
+    is_flag=True,
+    help="Start even when the jobs database cannot be reached, and keep retrying until it answers "
+    "(default: exit 1 at once, naming the pool). Not with --migrate, which needs the database.",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
 def worker_command(
-    invocation: Invocation, packages: str, container: str | None, migrate: bool, log_level: str
+    invocation: Invocation,
+    packages: str,
+    container: str | None,
+    migrate: bool,
+    wait_for_database: bool,
+    log_level: str,
 ) -> None:
     """Run the application's jobs and event handlers until SIGTERM or SIGINT."""
     logging.basicConfig(
@@ -72,11 +88,21 @@ def worker_command(
     names = [name.strip() for name in packages.split(",") if name.strip()]
     if not names:
         raise click.BadParameter("name at least one package", param_hint="--packages")
+    if migrate and wait_for_database:
+        raise click.BadParameter(
+            "migrations need the database at start-up: run 'ekbatan migrate' first, then the worker "
+            "with --wait-for-database, or drop --wait-for-database",
+            param_hint="--migrate/--wait-for-database",
+        )
     target = invocation.target()
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # a user's packages are usually where the command runs
     runtime = build_runtime(
-        target.settings, names, container=load_container(container), migrate_on_start=migrate
+        target.settings,
+        names,
+        container=load_container(container),
+        migrate_on_start=migrate,
+        require_database=not wait_for_database,
     )
     invocation.resources.callback(runtime.stop)
     if runtime.job_registry is None:
@@ -96,6 +122,8 @@ def worker_command(
         jobs = [job.name() for job in runtime.jobs]
         handlers = [cls.__name__ for cls in runtime.discovered.handlers]
         pool = target.jobs
+        # a degraded start leaves the jobs' rows to write once the database answers
+        waiting = bool(runtime.job_registry.scheduler.startup_tasks_pending)
         _say(
             invocation,
             {
@@ -104,9 +132,10 @@ def worker_command(
                 "jobs": jobs,
                 "handlers": handlers,
                 "jobs_pool": pool.url,
+                "waiting_for_database": waiting,
             },
             f"ekbatan worker {os.getpid()}: {len(jobs)} job(s) ({', '.join(jobs)}), {len(handlers)} handler(s), "
-            f"jobs pool {pool.url}; stop it with SIGTERM or Ctrl-C",
+            f"jobs pool {pool.url}{' (waiting for its database)' if waiting else ''}; stop it with SIGTERM or Ctrl-C",
         )
         while not received:
             time.sleep(0.05)

@@ -226,10 +226,11 @@ class _Demo:
         if self.killed is None:
             return 0
         with self.engine.connect() as connection:
-            return connection.execute(
+            held: int = connection.execute(
                 sa.text("SELECT COUNT(*) FROM scheduled_tasks WHERE picked = :t AND picked_by = :node"),
                 {"t": True, "node": self.killed},
             ).scalar_one()
+            return held
 
     def _stop_workers(self) -> None:
         for process in self.processes.values():
@@ -266,7 +267,7 @@ class _Demo:
             ).all()
         result = DemoResult()
         one_time = Counter(r.item for r in rows if r.kind == "one-time")
-        nodes_of = {}
+        nodes_of: dict[tuple[str, str, str], list[str]] = {}
         for r in rows:
             nodes_of.setdefault((r.kind, r.name, r.item), []).append(r.node)
         twice = {key: nodes for key, nodes in nodes_of.items() if len(nodes) > 1}

@@ -12,8 +12,7 @@ out is an aware UTC ``datetime``. See docs/schedules.md.
 
 from __future__ import annotations
 
-from datetime import time, timedelta
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING
 
 from ._cron_expression import CronSyntaxError
 from .base import NEVER, Schedule
@@ -29,6 +28,10 @@ from .persistent import (
     schedule_from_json,
     schedule_to_json,
 )
+
+if TYPE_CHECKING:  # only annotations need them: the package offers no such names
+    from datetime import time, timedelta
+    from zoneinfo import ZoneInfo
 
 __all__ = [
     "NEVER",

@@ -1,4 +1,4 @@
-"""The four SQL dialects Ekbatan speaks, and how a URL names one without opening a connection."""
+"""The names of the four SQL dialects Ekbatan speaks, and how a URL names one without opening a connection."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ from sqlalchemy.exc import ArgumentError
 from ekbatan.core.persistence.credentials import mask_url_password, masked_url
 
 
-class Dialect(StrEnum):
-    """A database family. The values are the strings used across the whole project."""
+class DialectName(StrEnum):
+    """The name of a SQL dialect Ekbatan speaks: SQLAlchemy's ``engine.dialect.name`` for it.
+
+    The values are the strings used across the whole project. The scheduler engine, which
+    depends on nothing in core, names the same four with its own
+    ``ekbatan.distributed_jobs.scheduler.Dialect``; compare the two by value, not identity.
+    """
 
     POSTGRESQL = "postgresql"
     MARIADB = "mariadb"
@@ -21,31 +26,31 @@ class Dialect(StrEnum):
     @property
     def is_mysql_family(self) -> bool:
         """MySQL and MariaDB share DDL habits: auto-committing DDL and ``eventlog`` as a database."""
-        return self in (Dialect.MYSQL, Dialect.MARIADB)
+        return self in (DialectName.MYSQL, DialectName.MARIADB)
 
     @property
     def has_transactional_ddl(self) -> bool:
-        return self in (Dialect.POSTGRESQL, Dialect.SQLITE)
+        return self in (DialectName.POSTGRESQL, DialectName.SQLITE)
 
 
-SUPPORTED_DIALECTS = ", ".join(d.value for d in Dialect)
+SUPPORTED_DIALECTS = ", ".join(d.value for d in DialectName)
 
 _BACKENDS = {
-    "postgresql": Dialect.POSTGRESQL,
-    "mariadb": Dialect.MARIADB,
-    "mysql": Dialect.MYSQL,
-    "sqlite": Dialect.SQLITE,
+    "postgresql": DialectName.POSTGRESQL,
+    "mariadb": DialectName.MARIADB,
+    "mysql": DialectName.MYSQL,
+    "sqlite": DialectName.SQLITE,
 }
 
 _EXAMPLES = {
-    Dialect.POSTGRESQL: "postgresql+psycopg://user@host:5432/app",
-    Dialect.MARIADB: "mariadb+pymysql://user@host:3306/app",
-    Dialect.MYSQL: "mysql+pymysql://user@host:3306/app",
-    Dialect.SQLITE: "sqlite:///path/to/app.sqlite",
+    DialectName.POSTGRESQL: "postgresql+psycopg://user@host:5432/app",
+    DialectName.MARIADB: "mariadb+pymysql://user@host:3306/app",
+    DialectName.MYSQL: "mysql+pymysql://user@host:3306/app",
+    DialectName.SQLITE: "sqlite:///path/to/app.sqlite",
 }
 
 
-def example_url(dialect: Dialect) -> str:
+def example_url(dialect: DialectName) -> str:
     return _EXAMPLES[dialect]
 
 
@@ -58,11 +63,11 @@ def parse_sqlalchemy_url(url: str | sa.URL) -> sa.URL:
     except ArgumentError:
         raise ValueError(
             f"{mask_url_password(url)!r} is not a SQLAlchemy URL; write e.g. "
-            f"{_EXAMPLES[Dialect.POSTGRESQL]!r} (or use jdbc-url for a JDBC URL)"
+            f"{_EXAMPLES[DialectName.POSTGRESQL]!r} (or use jdbc-url for a JDBC URL)"
         ) from None
 
 
-def dialect_from_url(url: str | sa.URL) -> Dialect:
+def dialect_name_from_url(url: str | sa.URL) -> DialectName:
     """The dialect named by a SQLAlchemy URL's drivername (``mariadb+pymysql`` → ``mariadb``).
 
     Only the scheme decides: host and database names never influence the answer, and no
@@ -78,5 +83,5 @@ def dialect_from_url(url: str | sa.URL) -> Dialect:
         )
     raise ValueError(
         f"cannot use the database dialect {backend!r} of URL {masked_url(parsed)!r}; "
-        f"Ekbatan supports {SUPPORTED_DIALECTS} (e.g. {_EXAMPLES[Dialect.POSTGRESQL]!r})"
+        f"Ekbatan supports {SUPPORTED_DIALECTS} (e.g. {_EXAMPLES[DialectName.POSTGRESQL]!r})"
     )
