@@ -1,7 +1,7 @@
 """Writes RESULTS.md from the JSON results in the output folder (``bench/out/`` by default).
 
-Every figure stands beside the baseline it is compared with, both from the same run; the
-goals table of issue 7 comes first, with the measured ratio next to each goal.
+Every figure stands beside the baseline it is compared with, both from the same run;
+the goals table comes first, with the measured ratio next to each goal.
 """
 
 from __future__ import annotations
@@ -790,7 +790,7 @@ def write(out: Path, target: Path, reading: str | None = None) -> None:
         f"- MariaDB: {servers.get('mariadb', '–')}; SQLite {servers.get('sqlite', '–')}",
         f"- peers (bench/.venv-peers): {peers_versions or '–'}",
         "",
-        "## Goals (issue 7)",
+        "## Goals",
         "",
         GOAL_NOTE,
         "",
