@@ -57,6 +57,8 @@ def compare(dialect: str, baseline: str, measure: Callable[[str, int], float | N
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    if not peers.ensure_venv(Settings()):
+        sys.exit(f"pgqueuer is needed and {peers.PEERS_VENV} could not be made ready")
     print(f"load average at start {os.getloadavg()}", flush=True)
     compare("postgres", "pgqueuer", _pgqueuer, rounds)
     compare("mariadb", "ceiling", _ceiling, rounds)
