@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 import socket
@@ -106,7 +107,7 @@ def test_a_table_without_priority_runs_schedules_and_lists(database, strategy):
     assert [(s.task_name, s.instance_count) for s in summary] == [("t", 1)]
 
 
-def test_enable_priority_on_a_table_without_it_is_refused_with_the_ddl(database):
+def test_enable_priority_on_a_table_without_it_is_refused_with_the_ddl(database, caplog):
     engine = database.engine()
     _table_without_priority(engine)
     dialect = resolve_dialect(engine)
@@ -119,6 +120,9 @@ def test_enable_priority_on_a_table_without_it_is_refused_with_the_ddl(database)
     assert "ALTER TABLE scheduled_tasks ADD COLUMN priority SMALLINT" in message
     assert "priority_execution_time_idx" in message
     assert scheduler.is_shutting_down  # nothing of the failed start goes on running
+    caplog.set_level(logging.INFO, logger="ekbatan")
+    scheduler.stop()  # the usual try/finally after a failed start: harmless, and no warning
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     with pytest.raises(TableSchemaError, match="has no priority column"):
         SchedulerClient(engine, [task], priority_enabled=True).schedule(task.instance("1"), AT)
 

@@ -679,7 +679,8 @@ class Scheduler(SchedulerClient):
         stays picked and another instance revives it once its heartbeat is old enough."""
         with self._state_lock:
             if self._shutting_down:
-                log.warning("scheduler %s is already shutting down", self.name)
+                # a second stop(), or one after a failed start() cleaned up, is harmless
+                log.info("scheduler %s is already stopped or stopping", self.name)
                 return
             self._shutting_down = True
         if self._atexit_registered:
