@@ -10,7 +10,8 @@ from ekbatan.distributed_jobs.scheduler.contention import MAX_SPREAD, ClaimConte
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 from ekbatan.distributed_jobs.scheduler.listener import Listeners
 from ekbatan.distributed_jobs.scheduler.polling import FetchStrategy
-from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.rows import NewExecution
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 
 

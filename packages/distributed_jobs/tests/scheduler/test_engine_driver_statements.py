@@ -18,7 +18,8 @@ from ekbatan.distributed_jobs.scheduler.driver_statements import (
     driver_path_available,
     to_pyformat,
 )
-from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.rows import NewExecution
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 from testsupport import kill_sessions, session_id
 

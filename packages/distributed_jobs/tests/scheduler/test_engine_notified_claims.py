@@ -25,7 +25,7 @@ from ekbatan.distributed_jobs.scheduler import (
     create_table,
 )
 from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.repository import NewExecution
+from ekbatan.distributed_jobs.scheduler.rows import NewExecution
 from testsupport import EventRecorder, wait_until
 
 pytestmark = pytest.mark.dialects("postgres")

@@ -16,7 +16,8 @@ from ekbatan.distributed_jobs.scheduler import (
     Tasks,
 )
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
-from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.rows import NewExecution
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 from testsupport import session_id, wait_until
 
@@ -423,7 +424,7 @@ def test_completion_writer_without_a_thread_writes_at_once_and_drains_on_stop(en
 def test_deadlocked_writes_are_retried_and_others_are_not():
     from sqlalchemy.exc import OperationalError
 
-    from ekbatan.distributed_jobs.scheduler.repository import with_retries
+    from ekbatan.distributed_jobs.scheduler.retries import with_retries
 
     class Deadlock(Exception):
         sqlstate = "40P01"
@@ -458,7 +459,7 @@ def test_a_real_deadlock_is_classified_as_transient(database, dialect):
 
     from sqlalchemy.exc import DBAPIError
 
-    from ekbatan.distributed_jobs.scheduler.repository import is_transient
+    from ekbatan.distributed_jobs.scheduler.retries import is_transient
 
     engine = database.engine()
     with engine.begin() as conn:

@@ -31,13 +31,8 @@ from ekbatan.distributed_jobs.scheduler.listing import (
     ScheduledExecutionsFilter,
     TaskSummary,
 )
-from ekbatan.distributed_jobs.scheduler.repository import (
-    _KEEP,
-    ConnectionLike,
-    NewExecution,
-    TaskRepository,
-    as_connection,
-)
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.rows import KEEP_DATA, ConnectionLike, NewExecution, as_connection
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, Serializer
 from ekbatan.distributed_jobs.scheduler.session_setup import install_session_setup
@@ -49,8 +44,6 @@ from ekbatan.distributed_jobs.scheduler.wakeups import channel_for
 InstanceKey = TaskInstanceId | TaskInstance[Any] | tuple[str, str]
 #: an aware datetime, or a delay from now
 When = datetime | timedelta
-
-KEEP_DATA: Any = _KEEP
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,8 @@ def to_pyformat(sql: str) -> str:
 
 
 def driver_path_available(engine: sa.Engine) -> bool:
-    return engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg"
+    # psycopg (3) is a PostgreSQL driver only; psycopg2 reports itself as "psycopg2"
+    return engine.dialect.driver == "psycopg"
 
 
 class DriverStatement:

@@ -19,7 +19,8 @@ import threading
 from collections.abc import Callable
 
 from ekbatan.distributed_jobs.scheduler.execution import Execution
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository, expect_one_row
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.rows import expect_one_row
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,9 @@ from typing import Any
 
 from ekbatan.distributed_jobs.scheduler.execution import Execution, ExecutionComplete
 from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
-from ekbatan.distributed_jobs.scheduler.repository import _KEEP, TaskRepository
+from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler.serializers import Serializer
-
-KEEP_DATA: Any = _KEEP
 
 
 class ExecutionOperations:
