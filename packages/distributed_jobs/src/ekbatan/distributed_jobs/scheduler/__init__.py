@@ -4,6 +4,7 @@ Depends on SQLAlchemy and the standard library only — never on ``ekbatan.core`
 so it can be used on its own.
 """
 
+from ekbatan.distributed_jobs.scheduler.builder import SchedulerBuilder
 from ekbatan.distributed_jobs.scheduler.client import SchedulerClient, WhenExists
 from ekbatan.distributed_jobs.scheduler.clock import Clock, SettableClock, SystemClock
 from ekbatan.distributed_jobs.scheduler.completion import (
@@ -20,7 +21,7 @@ from ekbatan.distributed_jobs.scheduler.context import (
     HeartbeatState,
     SchedulerState,
 )
-from ekbatan.distributed_jobs.scheduler.dead_execution import (
+from ekbatan.distributed_jobs.scheduler.dead_execution_handlers import (
     CancelDeadExecution,
     DeadExecutionHandler,
     ReviveDeadExecution,
@@ -73,7 +74,7 @@ from ekbatan.distributed_jobs.scheduler.listing import (
     TaskSummary,
 )
 from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler.scheduler import Scheduler, SchedulerBuilder
+from ekbatan.distributed_jobs.scheduler.scheduler import Scheduler
 from ekbatan.distributed_jobs.scheduler.schedules import (
     NEVER,
     Daily,
@@ -92,6 +93,7 @@ from ekbatan.distributed_jobs.scheduler.schema import (
     validate_table_name,
 )
 from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, PickleSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler.task_builders import Tasks
 from ekbatan.distributed_jobs.scheduler.tasks import (
     RECURRING_INSTANCE,
     CustomTask,
@@ -99,7 +101,6 @@ from ekbatan.distributed_jobs.scheduler.tasks import (
     RecurringTask,
     RecurringTaskWithPersistentSchedule,
     Task,
-    Tasks,
 )
 
 __all__ = [

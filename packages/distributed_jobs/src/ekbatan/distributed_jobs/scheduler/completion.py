@@ -8,7 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
 from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
-from ekbatan.distributed_jobs.scheduler.operations import KEEP_DATA, ExecutionOperations
+from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler.rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler.schedules import Schedule
 
 
@@ -39,6 +40,18 @@ class OnCompleteReschedule:
 
     def __repr__(self) -> str:
         return f"OnCompleteReschedule({self.schedule!r})"
+
+
+class OnCompleteRescheduleFromData:
+    """Move the row to the next slot of the schedule its task data carries (recurring tasks
+    with a persistent schedule), storing ``new_data`` unless it is :data:`KEEP_DATA`."""
+
+    def __init__(self, new_data: Any) -> None:
+        self.new_data = new_data
+
+    def complete(self, complete: ExecutionComplete, ops: ExecutionOperations) -> None:
+        source = complete.instance.data if self.new_data is KEEP_DATA else self.new_data
+        ops.reschedule(complete, source.schedule.next_execution_time(complete.time_done), self.new_data)
 
 
 class OnCompleteRescheduleTo:

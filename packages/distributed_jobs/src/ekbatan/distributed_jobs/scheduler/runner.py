@@ -15,6 +15,7 @@ from typing import Any
 from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler.clock import Clock
 from ekbatan.distributed_jobs.scheduler.completion import CompletionHandler, OnCompleteRemove
+from ekbatan.distributed_jobs.scheduler.completion_batches import CompletionBatcher
 from ekbatan.distributed_jobs.scheduler.context import (
     CurrentlyExecuting,
     ExecutionContext,
@@ -23,7 +24,6 @@ from ekbatan.distributed_jobs.scheduler.context import (
 )
 from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, SerializationError
 from ekbatan.distributed_jobs.scheduler.execution import Execution, ExecutionComplete, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
 from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
 from ekbatan.distributed_jobs.scheduler.listener import (
     CandidateEventType,
@@ -96,7 +96,7 @@ class ExecutionRunner:
         async_runner: AsyncRunner,
         failure_log_level: int = logging.WARNING,
         failure_log_stack_trace: bool = True,
-        writer: CompletionWriter | None = None,
+        writer: CompletionBatcher | None = None,
         outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
     ) -> None:
         self.repository = repository

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
-import socket
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,26 +16,28 @@ import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler.background import RepeatingLoop
+from ekbatan.distributed_jobs.scheduler.builder import (
+    SchedulerBuilder,
+    SchedulerOptions,
+    default_scheduler_name,
+)
 from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
-from ekbatan.distributed_jobs.scheduler.clock import Clock, SystemClock
+from ekbatan.distributed_jobs.scheduler.completion_batches import CompletionBatcher
 from ekbatan.distributed_jobs.scheduler.contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
-from ekbatan.distributed_jobs.scheduler.dead_executions import DeadExecutionDetector
-from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
+from ekbatan.distributed_jobs.scheduler.dead_execution_detection import DeadExecutionDetector
+from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
 from ekbatan.distributed_jobs.scheduler.driver_statements import driver_path_available
 from ekbatan.distributed_jobs.scheduler.errors import TableSchemaError
 from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
 from ekbatan.distributed_jobs.scheduler.heartbeat import HeartbeatUpdater
 from ekbatan.distributed_jobs.scheduler.listener import (
-    ExecutionInterceptor,
     Listeners,
     SchedulerEventType,
-    SchedulerListener,
 )
 from ekbatan.distributed_jobs.scheduler.notified_claims import NotifiedClaims
-from ekbatan.distributed_jobs.scheduler.outage import FailureLog, OutagePolicy, check_connection
+from ekbatan.distributed_jobs.scheduler.outage import FailureLog, check_connection
 from ekbatan.distributed_jobs.scheduler.polling import (
     AutoStrategy,
     ClaimSizing,
@@ -50,8 +48,6 @@ from ekbatan.distributed_jobs.scheduler.polling import (
 )
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.runner import ExecutionRegistry, ExecutionRunner
-from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME, validate_table_name
-from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, Serializer
 from ekbatan.distributed_jobs.scheduler.session_setup import install_session_setup
 from ekbatan.distributed_jobs.scheduler.tasks import Task
 from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
@@ -61,234 +57,6 @@ from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
 
 log = logging.getLogger(__name__)
 
-MIN_MISSED_HEARTBEATS = 4
-
-
-#: what ``picked_by`` holds (db-scheduler's ``varchar(50)``)
-MAX_NAME_LENGTH = 50
-
-
-def default_scheduler_name() -> str:
-    """``<host>-<pid>``: unique per process (several workers of one host are told apart in
-    ``picked_by`` and the logs) and readable; the host part is cut to fit 50 characters, never
-    the process id."""
-    started = time.monotonic()
-    try:
-        host = socket.gethostname() or "failed.hostname.lookup"
-    except OSError:
-        host = "failed.hostname.lookup"
-    if time.monotonic() - started > 1.0:
-        log.warning("looking up the host name took over a second; consider .scheduler_name(...)")
-    pid = f"-{os.getpid()}"
-    return host[: MAX_NAME_LENGTH - len(pid)] + pid
-
-
-class SchedulerBuilder:
-    """Options and defaults as db-scheduler's (threads 10, polling 10 s, heartbeat 5 min, …)."""
-
-    def __init__(self, engine: sa.Engine, tasks: Iterable[Task[Any]]) -> None:
-        if not isinstance(engine, sa.Engine):
-            raise TypeError(f"Scheduler.create needs an SQLAlchemy Engine, got {type(engine).__name__}")
-        self._engine = engine
-        self._known: list[Task[Any]] = list(tasks)
-        self._startup: list[Task[Any]] = []
-        self._threads = 10
-        self._polling_interval = timedelta(seconds=10)
-        self._heartbeat_interval = timedelta(minutes=5)
-        self._missed_heartbeats_limit = 6
-        self._shutdown_max_wait = timedelta(minutes=30)
-        self._delete_unresolved_after = timedelta(days=14)
-        self._immediate_execution = True
-        self._priority = False
-        self._strategy = PollingStrategyConfig.auto()
-        self._name: str | None = None
-        self._table_name = DEFAULT_TABLE_NAME
-        self._serializer: Serializer = JsonSerializer()
-        self._clock: Clock = SystemClock()
-        self._dialect: str | Dialect | SqlDialect | None = None
-        self._listeners: list[SchedulerListener] = []
-        self._interceptors: list[ExecutionInterceptor] = []
-        self._failure_log_level = logging.WARNING
-        self._failure_log_stack_trace = True
-        self._shutdown_hook = False
-        self._batch_completions = True
-        self._listen_notify = True
-        self._outage = OutagePolicy()
-
-    # -- options --------------------------------------------------------------------------
-    def start_tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
-        """Known tasks whose ``on_startup`` runs in ``start()`` (recurring tasks schedule
-        themselves and reconcile a changed schedule)."""
-        self._startup.extend(tasks)
-        return self
-
-    def tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
-        self._known.extend(tasks)
-        return self
-
-    def threads(self, n: int) -> SchedulerBuilder:
-        if n < 1:
-            raise ValueError(f"threads must be at least 1, got {n}")
-        self._threads = n
-        return self
-
-    def polling_interval(self, interval: timedelta) -> SchedulerBuilder:
-        if interval <= timedelta(0):
-            raise ValueError(
-                f"polling interval must be positive, got {interval}; a zero interval would poll in a tight loop"
-            )
-        self._polling_interval = interval
-        return self
-
-    def heartbeat_interval(self, interval: timedelta) -> SchedulerBuilder:
-        if interval <= timedelta(0):
-            raise ValueError(f"heartbeat interval must be positive, got {interval}")
-        self._heartbeat_interval = interval
-        return self
-
-    def missed_heartbeats_limit(self, n: int) -> SchedulerBuilder:
-        if n < MIN_MISSED_HEARTBEATS:
-            raise ValueError(f"missed heartbeats limit must be at least {MIN_MISSED_HEARTBEATS}, got {n}")
-        self._missed_heartbeats_limit = n
-        return self
-
-    def shutdown_max_wait(self, wait: timedelta) -> SchedulerBuilder:
-        if wait < timedelta(0):
-            raise ValueError(f"shutdown max wait must not be negative, got {wait}")
-        self._shutdown_max_wait = wait
-        return self
-
-    def delete_unresolved_after(self, age: timedelta) -> SchedulerBuilder:
-        if age <= timedelta(0):
-            raise ValueError(f"delete_unresolved_after must be positive, got {age}")
-        self._delete_unresolved_after = age
-        return self
-
-    def enable_immediate_execution(self, enabled: bool = True) -> SchedulerBuilder:
-        """Scheduling something due now (through this scheduler) wakes its poller. On by default."""
-        self._immediate_execution = enabled
-        return self
-
-    def enable_priority(self, enabled: bool = True) -> SchedulerBuilder:
-        self._priority = enabled
-        return self
-
-    def poll_using_fetch(self, lower_fraction: float = 0.5, upper_fraction: float = 3.0) -> SchedulerBuilder:
-        """db-scheduler's fetch strategy, on every database. Without a ``poll_using_…`` call the
-        scheduler chooses: sized lock-and-fetch where the server has ``SKIP LOCKED``, else fetch."""
-        self._strategy = PollingStrategyConfig.fetch(lower_fraction, upper_fraction)
-        return self
-
-    def poll_using_lock_and_fetch(
-        self, lower_fraction: float = 0.5, upper_fraction: float = 1.0
-    ) -> SchedulerBuilder:
-        self._strategy = PollingStrategyConfig.lock_and_fetch(lower_fraction, upper_fraction)
-        return self
-
-    def failure_summary_interval(self, interval: timedelta) -> SchedulerBuilder:
-        """While an activity (polling, heartbeats, dead-execution detection, start-up tasks,
-        completion writes) keeps failing — the database is down — it logs its first failure,
-        then one line per ``interval`` with the count, then its recovery (default 1 minute)."""
-        if interval <= timedelta(0):
-            raise ValueError(f"failure summary interval must be positive, got {interval}")
-        self._outage = replace(self._outage, summary_interval=interval.total_seconds())
-        return self
-
-    def max_retry_backoff(self, cap: timedelta) -> SchedulerBuilder:
-        """A failing poll (or notification listener) retries after its own interval, doubled
-        per failure in a row up to ``cap`` (default 10 s; never below the polling interval):
-        how long a recovered database may wait for the scheduler to notice."""
-        if cap <= timedelta(0):
-            raise ValueError(f"max retry backoff must be positive, got {cap}")
-        self._outage = replace(self._outage, max_backoff=cap.total_seconds())
-        return self
-
-    def scheduler_name(self, name: str) -> SchedulerBuilder:
-        if not name or not name.strip():
-            raise ValueError("scheduler name must not be blank")
-        self._name = name[:MAX_NAME_LENGTH]
-        return self
-
-    def table_name(self, name: str) -> SchedulerBuilder:
-        self._table_name = validate_table_name(name)
-        return self
-
-    def serializer(self, serializer: Serializer) -> SchedulerBuilder:
-        self._serializer = serializer
-        return self
-
-    def clock(self, clock: Clock) -> SchedulerBuilder:
-        self._clock = clock
-        return self
-
-    def dialect(self, dialect: str | Dialect | SqlDialect) -> SchedulerBuilder:
-        """Override the dialect otherwise read from the engine's URL (never from a connection)."""
-        self._dialect = dialect
-        return self
-
-    @property
-    def resolved_dialect(self) -> SqlDialect:
-        """The dialect the scheduler will use (the override, else from the engine's URL)."""
-        return resolve_dialect(self._engine, self._dialect)
-
-    def add_listener(self, listener: SchedulerListener) -> SchedulerBuilder:
-        self._listeners.append(listener)
-        return self
-
-    def add_interceptor(self, interceptor: ExecutionInterceptor) -> SchedulerBuilder:
-        self._interceptors.append(interceptor)
-        return self
-
-    def failure_logging(self, level: int | str, stack_trace: bool = True) -> SchedulerBuilder:
-        """Log level of a failed execution (``"OFF"`` or 0 to silence), and whether with a traceback."""
-        if isinstance(level, str):
-            named = {"OFF": 0, "TRACE": 5, **logging.getLevelNamesMapping()}.get(level.upper())
-            if named is None:
-                raise ValueError(f"unknown log level {level!r}; use OFF, DEBUG, INFO, WARNING or ERROR")
-            level = named
-        self._failure_log_level = level
-        self._failure_log_stack_trace = stack_trace
-        return self
-
-    def batch_completions(self, enabled: bool = True) -> SchedulerBuilder:
-        """Group-commit the removal of finished one-time executions (default on).
-
-        Off, every execution's completion commits on its own — db-scheduler's write pattern.
-        Either way each row is guarded by its version; batching only shares the commit.
-        """
-        self._batch_completions = enabled
-        return self
-
-    def listen_for_notifications(self, enabled: bool = True) -> SchedulerBuilder:
-        """PostgreSQL: send ``NOTIFY`` when scheduling and ``LISTEN`` for it, so a task scheduled
-        by another process starts without waiting for the next poll (default on; a hint only —
-        turn off behind a transaction-pooling PgBouncer, which does not pass notifications)."""
-        self._listen_notify = enabled
-        return self
-
-    def register_shutdown_hook(self, enabled: bool = True) -> SchedulerBuilder:
-        """Stop the scheduler at interpreter exit (``atexit``). No signal handler is installed."""
-        self._shutdown_hook = enabled
-        return self
-
-    def build(self) -> Scheduler:
-        backend = resolve_dialect(self._engine, self._dialect)
-        if self._strategy.kind == "lock_and_fetch" and not backend.supports_lock_and_fetch:
-            raise ValueError(
-                f"the lock-and-fetch polling strategy needs SELECT … FOR UPDATE SKIP LOCKED, which "
-                f"{backend.name} does not have; use .poll_using_fetch() instead"
-            )
-        known: dict[str, Task[Any]] = {}
-        for task in (*self._known, *self._startup):
-            # The same task may be passed twice (known and a start task); two different tasks of
-            # one name would leave one of them silently without its rows.
-            if known.setdefault(task.name, task) is not task:
-                raise ValueError(
-                    f"two tasks are named {task.name!r} ({known[task.name]!r} and {task!r}); "
-                    "task names must be unique: rename one of them"
-                )
-        return Scheduler(self, list(known.values()), backend)
-
 
 class Scheduler(SchedulerClient):
     """Create with :meth:`create`; see :class:`SchedulerBuilder` for the options."""
@@ -297,62 +65,62 @@ class Scheduler(SchedulerClient):
     def create(engine: sa.Engine, *tasks: Task[Any]) -> SchedulerBuilder:  # type: ignore[override]
         return SchedulerBuilder(engine, tasks)
 
-    def __init__(self, options: SchedulerBuilder, tasks: list[Task[Any]], dialect: SqlDialect) -> None:
+    def __init__(self, options: SchedulerOptions, tasks: list[Task[Any]], dialect: SqlDialect) -> None:
         self.options = options
-        self.name = options._name or default_scheduler_name()
-        self.threads = options._threads
-        self.polling_interval = options._polling_interval
-        self.heartbeat_interval = options._heartbeat_interval
-        self.missed_heartbeats_limit = options._missed_heartbeats_limit
-        self.shutdown_max_wait = options._shutdown_max_wait
-        self._startup_tasks = list(options._startup)
+        self.name = options.name or default_scheduler_name()
+        self.threads = options.threads
+        self.polling_interval = options.polling_interval
+        self.heartbeat_interval = options.heartbeat_interval
+        self.missed_heartbeats_limit = options.missed_heartbeats_limit
+        self.shutdown_max_wait = options.shutdown_max_wait
+        self._startup_tasks = list(options.startup_tasks)
         # start-up tasks whose on_startup has not succeeded yet (the database was down): the
         # poller tries them again before each poll until they have
         self._pending_startup = list(self._startup_tasks)
-        self.outage = options._outage
+        self.outage = options.outage
         self._startup_failures = FailureLog("scheduling start-up tasks", log, policy=self.outage)
         self._state_lock = threading.Lock()
         self._started = False
         self._shutting_down = False
         self._paused = False
 
-        self.listeners = Listeners(options._listeners)
+        self.listeners = Listeners(options.listeners)
         resolver = TaskResolver(
             tasks,
             on_unresolved=lambda _name: self.listeners.on_scheduler_event(SchedulerEventType.UNRESOLVED_TASK),
         )
-        install_session_setup(options._engine, dialect)
+        install_session_setup(options.engine, dialect)
         repository = TaskRepository(
-            options._engine,
+            options.engine,
             dialect,
             resolver,
-            table_name=options._table_name,
+            table_name=options.table_name,
             picked_by=self.name,
-            priority_enabled=options._priority,
-            notify_channel=channel_for(options._table_name) if options._listen_notify else None,
+            priority_enabled=options.priority,
+            notify_channel=channel_for(options.table_name) if options.listen_notify else None,
         )
         super().__init__(
-            options._engine,
-            serializer=options._serializer,
-            clock=options._clock,
+            options.engine,
+            serializer=options.serializer,
+            clock=options.clock,
             _repository=repository,
             _on_scheduled=self._on_execution_scheduled,
         )
         # Startup scheduling writes without listeners: no immediate-execution hints before
         # the poller even runs.
         self._startup_client = SchedulerClient(
-            options._engine, serializer=options._serializer, clock=options._clock, _repository=repository
+            options.engine, serializer=options.serializer, clock=options.clock, _repository=repository
         )
         self.waiter = Waiter()
         self.registry = ExecutionRegistry()
-        self.completion_writer = CompletionWriter(repository) if options._batch_completions else None
+        self.completion_batcher = CompletionBatcher(repository) if options.batch_completions else None
         self.async_runner = AsyncRunner()
         self.runner = ExecutionRunner(
             repository=repository,
             serializer=self.serializer,
             clock=self.clock,
             listeners=self.listeners,
-            interceptors=options._interceptors,
+            interceptors=options.interceptors,
             registry=self.registry,
             state=self,
             client_factory=lambda: self,
@@ -360,9 +128,9 @@ class Scheduler(SchedulerClient):
             missed_heartbeats_limit=self.missed_heartbeats_limit,
             on_scheduled=self._on_execution_scheduled,
             async_runner=self.async_runner,
-            failure_log_level=options._failure_log_level,
-            failure_log_stack_trace=options._failure_log_stack_trace,
-            writer=self.completion_writer,
+            failure_log_level=options.failure_log_level,
+            failure_log_stack_trace=options.failure_log_stack_trace,
+            writer=self.completion_batcher,
             outage=self.outage,
         )
         self.queued_claims = QueuedClaims()
@@ -375,13 +143,13 @@ class Scheduler(SchedulerClient):
             self.clock,
             self.listeners,
             self.heartbeat_interval * self.missed_heartbeats_limit,
-            options._delete_unresolved_after,
+            options.delete_unresolved_after,
             on_scheduled=lambda name, instance_id, when: self._on_execution_scheduled(
                 TaskInstanceId(name, instance_id), when
             ),
         )
-        self.lower_limit, self.upper_limit = options._strategy.limits(self.threads)
-        self.strategy_config = options._strategy
+        self.lower_limit, self.upper_limit = options.strategy.limits(self.threads)
+        self.strategy_config = options.strategy
         self._pool: WorkerPool | None = None
         self._poller: PollLoop | None = None
         self._heartbeat_loop: RepeatingLoop | None = None
@@ -459,7 +227,7 @@ class Scheduler(SchedulerClient):
             return
         delay = (execution_time - self.clock.now()).total_seconds()
         if delay <= 0:
-            if not self.options._immediate_execution:
+            if not self.options.immediate_execution:
                 return
             if margin <= 0:
                 self.waiter.wake_or_skip_next_wait()
@@ -516,15 +284,15 @@ class Scheduler(SchedulerClient):
             self.upper_limit,
             self.heartbeat_interval,
             self.missed_heartbeats_limit,
-            self.options._immediate_execution,
-            self.options._priority,
+            self.options.immediate_execution,
+            self.options.priority,
             self.repository.table_name,
             self.repository.dialect.name,
         )
         self._detect_columns()
         self.run_startup_tasks()
-        if self.completion_writer is not None:
-            self.completion_writer.start()
+        if self.completion_batcher is not None:
+            self.completion_batcher.start()
         self._pool = WorkerPool(self.threads, name=f"ekbatan-worker-{self.name}")
         self._poller = PollLoop(
             self._strategy(self._pool),
@@ -562,7 +330,7 @@ class Scheduler(SchedulerClient):
         )
         self._heartbeat_loop.start()
         self._dead_loop.start()
-        if self.options._shutdown_hook and not self._atexit_registered:
+        if self.options.shutdown_hook and not self._atexit_registered:
             atexit.register(self.stop)
             self._atexit_registered = True
 
@@ -593,7 +361,7 @@ class Scheduler(SchedulerClient):
                 upper,
                 self.trigger_check_for_due_executions,
                 # Sampling reorders rows across instances, which a priority order must not suffer.
-                ClaimContention(enabled=not self.options._priority),
+                ClaimContention(enabled=not self.options.priority),
             )
 
         kind = self.strategy_config.kind
@@ -603,7 +371,7 @@ class Scheduler(SchedulerClient):
             return fetch()
         # With priorities, nothing is claimed beyond the free threads: a higher priority falling
         # due must not wait behind claimed lower ones in the local queue.
-        sizing = None if self.options._priority else ClaimSizing(self.threads)
+        sizing = None if self.options.priority else ClaimSizing(self.threads)
         return AutoStrategy(
             self.repository,
             lambda: lock_and_fetch(sizing),
@@ -624,7 +392,7 @@ class Scheduler(SchedulerClient):
             )
             return
         assert self._pool is not None
-        if self.options._immediate_execution and not self.options._priority:
+        if self.options.immediate_execution and not self.options.priority:
             self._notified_claims = NotifiedClaims(
                 repository=self.repository,
                 runner=self.runner,
@@ -697,8 +465,8 @@ class Scheduler(SchedulerClient):
         started = time.monotonic()
         if self._pool is not None:
             self._drain_workers()
-        if self.completion_writer is not None:
-            self.completion_writer.stop()  # what finished is written before heartbeats stop
+        if self.completion_batcher is not None:
+            self.completion_batcher.stop()  # what finished is written before heartbeats stop
         waited = time.monotonic() - started
         if self.shutdown_max_wait > timedelta(minutes=1) and waited >= self.shutdown_max_wait.total_seconds():
             log.info("shutdown waited %.0fs; lower shutdown_max_wait to stop faster", waited)

@@ -19,19 +19,19 @@ from ekbatan.distributed_jobs.scheduler.completion import (
     CompletionHandler,
     OnCompleteRemove,
     OnCompleteReschedule,
+    OnCompleteRescheduleFromData,
 )
-from ekbatan.distributed_jobs.scheduler.dead_execution import DeadExecutionHandler, ReviveDeadExecution
+from ekbatan.distributed_jobs.scheduler.dead_execution_handlers import (
+    DeadExecutionHandler,
+)
 from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, TaskInstanceCurrentlyExecutingError
-from ekbatan.distributed_jobs.scheduler.execution import MAX_KEY_LENGTH, PRIORITY_HIGH, PRIORITY_MEDIUM
+from ekbatan.distributed_jobs.scheduler.execution import MAX_KEY_LENGTH
 from ekbatan.distributed_jobs.scheduler.failure import (
     FailureHandler,
-    OnFailureReschedule,
-    OnFailureRescheduleUsingTaskDataSchedule,
-    OnFailureRetryLater,
 )
 from ekbatan.distributed_jobs.scheduler.instances import SchedulableInstance, TaskInstance
-from ekbatan.distributed_jobs.scheduler.operations import KEEP_DATA
-from ekbatan.distributed_jobs.scheduler.schedules import PlainScheduleAndData, Schedule
+from ekbatan.distributed_jobs.scheduler.rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler.schedules import Schedule
 
 if TYPE_CHECKING:
     from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
@@ -51,7 +51,7 @@ _STARTUP_GUARD = timedelta(seconds=10)
 _STARTUP_TOLERANCE = timedelta(seconds=1)
 
 
-def _check_name(name: str) -> str:
+def check_task_name(name: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"task name must be a non-blank string, got {name!r}")
     if len(name) > MAX_KEY_LENGTH:
@@ -74,7 +74,7 @@ class Task(Generic[T]):
         dead_execution_handler: DeadExecutionHandler,
         default_priority: int,
     ) -> None:
-        self.name = _check_name(name)
+        self.name = check_task_name(name)
         self.data_type = data_type
         self.handler = handler
         self.failure_handler = failure_handler
@@ -217,16 +217,7 @@ class RecurringTaskWithPersistentSchedule(Task[T]):
         return SchedulableInstance(instance, lambda now: instance.data.schedule.initial_execution_time(now))  # type: ignore[union-attr]
 
     def completion_for(self, result: Any) -> CompletionHandler:
-        return _RescheduleFromData(result if self.stateful else KEEP_DATA)
-
-
-class _RescheduleFromData:
-    def __init__(self, new_data: Any) -> None:
-        self.new_data = new_data
-
-    def complete(self, complete: Any, ops: Any) -> None:
-        source = complete.instance.data if self.new_data is KEEP_DATA else self.new_data
-        ops.reschedule(complete, source.schedule.next_execution_time(complete.time_done), self.new_data)
+        return OnCompleteRescheduleFromData(result if self.stateful else KEEP_DATA)
 
 
 class CustomTask(Task[T]):
@@ -263,163 +254,3 @@ class CustomTask(Task[T]):
             return
         instance_id, data, rule = self.startup
         client.schedule_if_not_exists(self.instance(instance_id, data), rule(now))
-
-
-# --------------------------------------------------------------------------- builders
-class _Builder(Generic[T]):
-    def __init__(self, name: str, data_type: Any, default_priority: int) -> None:
-        self._name = _check_name(name)
-        self._data_type = data_type
-        self._priority = default_priority
-        self._failure: FailureHandler | None = None
-        self._dead: DeadExecutionHandler = ReviveDeadExecution()
-
-    def on_failure(self, handler: FailureHandler) -> _Builder[T]:
-        self._failure = handler
-        return self
-
-    def on_failure_retry_later(self, delay: timedelta) -> _Builder[T]:
-        self._failure = OnFailureRetryLater(delay)
-        return self
-
-    def on_dead_execution(self, handler: DeadExecutionHandler) -> _Builder[T]:
-        self._dead = handler
-        return self
-
-    def default_priority(self, priority: int) -> _Builder[T]:
-        self._priority = priority
-        return self
-
-
-class OneTimeTaskBuilder(_Builder[T]):
-    def execute(self, handler: Handler) -> OneTimeTask[T]:
-        return OneTimeTask(
-            self._name,
-            self._data_type,
-            handler,
-            self._failure or OnFailureRetryLater(),
-            self._dead,
-            self._priority,
-        )
-
-
-class RecurringTaskBuilder(_Builder[T]):
-    def __init__(self, name: str, schedule: Schedule, data_type: Any) -> None:
-        super().__init__(name, data_type, PRIORITY_HIGH)
-        if schedule is None:
-            raise ValueError(f"recurring task {name!r} needs a schedule, got None")
-        self._schedule = schedule
-        self._initial_data: Any = None
-        self._on_startup = True
-
-    def initial_data(self, data: T) -> RecurringTaskBuilder[T]:
-        self._initial_data = data
-        return self
-
-    def on_failure_reschedule(self) -> RecurringTaskBuilder[T]:
-        self._failure = OnFailureReschedule(self._schedule)
-        return self
-
-    def do_not_schedule_on_startup(self) -> RecurringTaskBuilder[T]:
-        self._on_startup = False
-        return self
-
-    def _build(self, handler: Handler, stateful: bool) -> RecurringTask[T]:
-        return RecurringTask(
-            self._name,
-            self._schedule,
-            self._data_type,
-            handler,
-            self._failure or OnFailureReschedule(self._schedule),
-            self._dead,
-            self._priority,
-            initial_data=self._initial_data,
-            schedule_on_startup=self._on_startup,
-            stateful=stateful,
-        )
-
-    def execute(self, handler: Handler) -> RecurringTask[T]:
-        return self._build(handler, stateful=False)
-
-    def execute_stateful(self, handler: Handler) -> RecurringTask[T]:
-        """The handler's return value becomes the data stored for the next run."""
-        return self._build(handler, stateful=True)
-
-
-class PersistentScheduleTaskBuilder(_Builder[T]):
-    def __init__(self, name: str, data_type: Any) -> None:
-        super().__init__(name, data_type, PRIORITY_HIGH)
-
-    def _build(self, handler: Handler, stateful: bool) -> RecurringTaskWithPersistentSchedule[T]:
-        return RecurringTaskWithPersistentSchedule(
-            self._name,
-            self._data_type,
-            handler,
-            self._failure or OnFailureRescheduleUsingTaskDataSchedule(),
-            self._dead,
-            self._priority,
-            stateful=stateful,
-        )
-
-    def execute(self, handler: Handler) -> RecurringTaskWithPersistentSchedule[T]:
-        return self._build(handler, stateful=False)
-
-    def execute_stateful(self, handler: Handler) -> RecurringTaskWithPersistentSchedule[T]:
-        """The handler returns a new ``ScheduleAndData``; the next run follows its schedule."""
-        return self._build(handler, stateful=True)
-
-
-class CustomTaskBuilder(_Builder[T]):
-    def __init__(self, name: str, data_type: Any) -> None:
-        super().__init__(name, data_type, PRIORITY_MEDIUM)
-        self._default_time: Callable[[datetime], datetime] = lambda now: now
-        self._startup: tuple[str, Any, Callable[[datetime], datetime]] | None = None
-
-    def on_failure_reschedule(self, schedule: Schedule) -> CustomTaskBuilder[T]:
-        self._failure = OnFailureReschedule(schedule)
-        return self
-
-    def default_execution_time(self, rule: Callable[[datetime], datetime]) -> CustomTaskBuilder[T]:
-        self._default_time = rule
-        return self
-
-    def schedule_on_startup(
-        self, instance_id: str, initial_data: T | None, when: Schedule | Callable[[datetime], datetime]
-    ) -> CustomTaskBuilder[T]:
-        rule = when.next_execution_time if isinstance(when, Schedule) else when
-        self._startup = (instance_id, initial_data, rule)
-        return self
-
-    def execute(self, handler: Handler) -> CustomTask[T]:
-        return CustomTask(
-            self._name,
-            self._data_type,
-            handler,
-            self._failure or OnFailureRetryLater(),
-            self._dead,
-            self._priority,
-            default_execution_time=self._default_time,
-            startup=self._startup,
-        )
-
-
-class Tasks:
-    """Entry point for defining tasks."""
-
-    @staticmethod
-    def one_time(name: str, data_type: Any = None) -> OneTimeTaskBuilder[Any]:
-        return OneTimeTaskBuilder(name, data_type, PRIORITY_MEDIUM)
-
-    @staticmethod
-    def recurring(name: str, schedule: Schedule, data_type: Any = None) -> RecurringTaskBuilder[Any]:
-        return RecurringTaskBuilder(name, schedule, data_type)
-
-    @staticmethod
-    def recurring_with_persistent_schedule(
-        name: str, data_type: Any = PlainScheduleAndData
-    ) -> PersistentScheduleTaskBuilder[Any]:
-        return PersistentScheduleTaskBuilder(name, data_type)
-
-    @staticmethod
-    def custom(name: str, data_type: Any = None) -> CustomTaskBuilder[Any]:
-        return CustomTaskBuilder(name, data_type)

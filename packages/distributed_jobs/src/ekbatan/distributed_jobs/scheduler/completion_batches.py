@@ -22,7 +22,7 @@ from ekbatan.distributed_jobs.scheduler.execution import Execution
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.rows import expect_one_row
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.group_commit")
 
 #: rows per DELETE statement; bounded so the statement's parameter count stays small
 MAX_BATCH = 200
@@ -32,7 +32,7 @@ MAX_BATCH = 200
 Outcome = Callable[[BaseException | None], None]
 
 
-class CompletionWriter:
+class CompletionBatcher:
     def __init__(self, repository: TaskRepository, max_batch: int = MAX_BATCH) -> None:
         self.repository = repository
         self.max_batch = max_batch

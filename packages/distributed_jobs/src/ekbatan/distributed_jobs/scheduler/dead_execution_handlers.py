@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
 from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.dead_execution")
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.serializers import Serializer
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.dead_executions")
 
 
 class DeadExecutionDetector:
