@@ -22,6 +22,7 @@ from ekbatan.distributed_jobs.scheduler.listener import (
 )
 from ekbatan.distributed_jobs.scheduler.outage import OutagePolicy
 from ekbatan.distributed_jobs.scheduler.polling import (
+    PollingKind,
     PollingStrategyConfig,
 )
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME, validate_table_name
@@ -275,7 +276,7 @@ class SchedulerBuilder:
 
     def build(self) -> Scheduler:
         backend = resolve_dialect(self._engine, self._dialect)
-        if self._strategy.kind == "lock_and_fetch" and not backend.supports_lock_and_fetch:
+        if self._strategy.kind is PollingKind.LOCK_AND_FETCH and not backend.supports_lock_and_fetch:
             raise ValueError(
                 f"the lock-and-fetch polling strategy needs SELECT … FOR UPDATE SKIP LOCKED, which "
                 f"{backend.name} does not have; use .poll_using_fetch() instead"

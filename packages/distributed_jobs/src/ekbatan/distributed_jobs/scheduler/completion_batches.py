@@ -13,7 +13,6 @@ Every row stays guarded by the version it was claimed at: a batch deletes exactl
 
 from __future__ import annotations
 
-import _thread
 import logging
 import threading
 from collections.abc import Callable
@@ -62,7 +61,7 @@ class CompletionBatcher:
 
     def remove(self, execution: Execution) -> None:
         """Delete ``execution`` at its version and wait for it; ExecutionError when stale."""
-        done = _thread.allocate_lock()
+        done = threading.Lock()
         done.acquire()
         result: list[BaseException | None] = []
 

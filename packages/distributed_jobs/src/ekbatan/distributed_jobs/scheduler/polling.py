@@ -19,6 +19,7 @@ holds more due rows.
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -35,24 +36,37 @@ from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, List
 from ekbatan.distributed_jobs.scheduler.outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
 from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.runner import CLAIM_LEAD, ExecutionRunner
+from ekbatan.distributed_jobs.scheduler.waiter import Sleeper
 from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
 
 log = logging.getLogger(__name__)
+
+
+class PollingKind(enum.StrEnum):
+    """Which polling strategy; a string enum, so ``kind == "fetch"`` reads as before."""
+
+    FETCH = "fetch"
+    LOCK_AND_FETCH = "lock_and_fetch"
+    #: sized lock-and-fetch where the server has ``SKIP LOCKED``, else fetch (chosen on the first poll)
+    AUTO = "auto"
 
 
 @dataclass(frozen=True, slots=True)
 class PollingStrategyConfig:
     """Which strategy, and its limits as fractions of the worker thread count."""
 
-    kind: str = "fetch"  # "fetch" | "lock_and_fetch" | "auto"
+    kind: PollingKind = PollingKind.FETCH
     lower_fraction: float = 0.5
     upper_fraction: float = 3.0
 
     def __post_init__(self) -> None:
-        if self.kind not in ("fetch", "lock_and_fetch", "auto"):
+        try:
+            # a plain string still names its strategy; the enum is what is kept
+            object.__setattr__(self, "kind", PollingKind(self.kind))
+        except ValueError:
             raise ValueError(
                 f"unknown polling strategy {self.kind!r}; use 'fetch', 'lock_and_fetch' or 'auto'"
-            )
+            ) from None
         if self.lower_fraction < 0:
             raise ValueError(f"lower limit fraction must be >= 0, got {self.lower_fraction}")
         if not self.lower_fraction < self.upper_fraction:
@@ -68,17 +82,17 @@ class PollingStrategyConfig:
 
     @classmethod
     def fetch(cls, lower: float = 0.5, upper: float = 3.0) -> PollingStrategyConfig:
-        return cls("fetch", lower, upper)
+        return cls(PollingKind.FETCH, lower, upper)
 
     @classmethod
     def lock_and_fetch(cls, lower: float = 0.5, upper: float = 1.0) -> PollingStrategyConfig:
-        return cls("lock_and_fetch", lower, upper)
+        return cls(PollingKind.LOCK_AND_FETCH, lower, upper)
 
     @classmethod
     def auto(cls) -> PollingStrategyConfig:
         """Limits of the lock-and-fetch it usually becomes: the upper one only until the first
         executions are timed (:class:`ClaimSizing` takes over); fetch's own where it falls back."""
-        return cls("auto", 0.5, 1.0)
+        return cls(PollingKind.AUTO, 0.5, 1.0)
 
 
 #: a queued claim should start within about this many seconds (sizes auto's claims)
@@ -328,7 +342,7 @@ class PollLoop:
         state: SchedulerState,
         listeners: Listeners,
         polling_interval: timedelta,
-        waiter: object,
+        waiter: Sleeper,
         before_poll: Callable[[], None] | None = None,
         outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
     ) -> None:
@@ -374,6 +388,10 @@ class PollLoop:
         self._thread = threading.Thread(target=self._run, name="ekbatan-poller", daemon=True)
         self._thread.start()
 
+    def _stopping(self) -> bool:
+        # a call, not the property read inline: the poll in between may have changed it
+        return self.state.is_shutting_down
+
     def _run(self) -> None:
         while not self.state.is_shutting_down:
             wait = self.interval
@@ -394,9 +412,9 @@ class PollLoop:
                     self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
                 if self._rechecks:
                     wait = min(wait, self._rechecks.pop(0))
-            if self.state.is_shutting_down:
+            if self._stopping():
                 break
-            self.waiter.wait(wait)  # type: ignore[attr-defined]
+            self.waiter.wait(wait)
 
     def _until_next_due(self, wait: float, polled: datetime) -> float:
         """Shorten the sleep to the earliest due time in the table after ``polled`` (the poll

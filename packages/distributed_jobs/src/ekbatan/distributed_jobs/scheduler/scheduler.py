@@ -43,6 +43,7 @@ from ekbatan.distributed_jobs.scheduler.polling import (
     ClaimSizing,
     FetchStrategy,
     LockAndFetchStrategy,
+    PollingKind,
     PollingStrategyConfig,
     PollLoop,
 )
@@ -365,9 +366,9 @@ class Scheduler(SchedulerClient):
             )
 
         kind = self.strategy_config.kind
-        if kind == "lock_and_fetch":
+        if kind is PollingKind.LOCK_AND_FETCH:
             return lock_and_fetch()
-        if kind == "fetch":
+        if kind is PollingKind.FETCH:
             return fetch()
         # With priorities, nothing is claimed beyond the free threads: a higher priority falling
         # due must not wait behind claimed lower ones in the local queue.

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Protocol
+
+
+class Sleeper(Protocol):
+    """What the poll loop sleeps on between polls: a :class:`Waiter`, or a test's stand-in."""
+
+    def wait(self, seconds: float) -> None: ...
 
 
 class Waiter:
