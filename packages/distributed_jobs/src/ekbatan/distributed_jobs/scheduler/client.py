@@ -289,9 +289,12 @@ class SchedulerClient:
     # ------------------------------------------------------------------ reading
     def _view(self, execution: Any, data_type: Any = None) -> ScheduledExecution:
         task = self._repository.resolver.resolve(execution.task_name)
-        if task is None and data_type is None:
+        if data_type is not None:
+            wanted = data_type
+        elif task is not None:
+            wanted = task.data_type
+        else:
             return ScheduledExecution(execution)
-        wanted = data_type if data_type is not None else task.data_type  # type: ignore[union-attr]
 
         def decode(raw: bytes | None) -> Any:
             value = self.serializer.deserialize(wanted, raw)

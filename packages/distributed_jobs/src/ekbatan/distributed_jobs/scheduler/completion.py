@@ -50,7 +50,9 @@ class OnCompleteRescheduleFromData:
         self.new_data = new_data
 
     def complete(self, complete: ExecutionComplete, ops: ExecutionOperations) -> None:
-        source = complete.instance.data if self.new_data is KEEP_DATA else self.new_data
+        # task data is whatever the task's data type says: Any, as it was serialized
+        stored: Any = complete.instance.data if complete.instance is not None else None
+        source = stored if self.new_data is KEEP_DATA else self.new_data
         ops.reschedule(complete, source.schedule.next_execution_time(complete.time_done), self.new_data)
 
 
@@ -79,6 +81,8 @@ class OnCompleteReplace:
     def complete(self, complete: ExecutionComplete, ops: ExecutionOperations) -> None:
         instance = self.new_instance
         if callable(instance) and not isinstance(instance, TaskInstance):
+            # a run execution's completion always carries its instance (Optional only for the
+            # dead-execution path, which never completes)
             instance = instance(complete.instance)  # type: ignore[arg-type]
         ops.remove_and_schedule_new(instance, self.execution_time or complete.time_done)
 

@@ -11,7 +11,8 @@ they are older than ``delete_unresolved_after``, and first looks for due rows of
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from ekbatan.distributed_jobs.scheduler.clock import Clock
 from ekbatan.distributed_jobs.scheduler.errors import ExecutionError
@@ -33,7 +34,7 @@ class DeadExecutionDetector:
         listeners: Listeners,
         dead_after: timedelta,
         delete_unresolved_after: timedelta,
-        on_scheduled: object = None,
+        on_scheduled: Callable[[str, str, datetime], None] | None = None,
     ) -> None:
         self.repository = repository
         self.serializer = serializer
@@ -55,7 +56,7 @@ class DeadExecutionDetector:
                 self.listeners.on_scheduler_event(SchedulerEventType.DEAD_EXECUTION)
                 self.listeners.on_execution_dead(execution)
                 complete = ExecutionComplete.failure(execution, now, now, None)
-                ops = ExecutionOperations(self.repository, execution, self.serializer, self._on_scheduled)  # type: ignore[arg-type]
+                ops = ExecutionOperations(self.repository, execution, self.serializer, self._on_scheduled)
                 task.dead_execution_handler.dead_execution(complete, ops)
             except ExecutionError as lost:
                 # Every instance detects the same dead row; one revives it, the others lose the

@@ -116,7 +116,8 @@ class DriverStatement:
         try:
             with driver.cursor() as cursor:
                 cursor.execute(self.sql, params)
-                return cursor.rowcount
+                count: int = cursor.rowcount
+                return count
         finally:
             # Back as the pool handed it over (an AUTOCOMMIT engine keeps its autocommit). A
             # broken connection is left alone: touching it would hide the statement's error.

@@ -80,7 +80,7 @@ class ExecutionComplete:
     time_done: datetime
     result: ExecutionResult
     cause: BaseException | None = None
-    instance: TaskInstance | None = None
+    instance: TaskInstance[Any] | None = None
 
     @classmethod
     def success(

@@ -9,7 +9,7 @@ import logging
 import math
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
 from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
@@ -54,7 +54,9 @@ class OnFailureRescheduleUsingTaskDataSchedule:
     """As :class:`OnFailureReschedule`, with the schedule stored in the task's data."""
 
     def on_failure(self, complete: ExecutionComplete, ops: ExecutionOperations) -> None:
-        schedule = complete.instance.data.schedule  # type: ignore[union-attr]
+        # task data is whatever the task's data type says: Any, as it was serialized
+        stored: Any = complete.instance.data if complete.instance is not None else None
+        schedule = stored.schedule
         ops.reschedule(complete, schedule.next_execution_time(complete.time_done))
 
 

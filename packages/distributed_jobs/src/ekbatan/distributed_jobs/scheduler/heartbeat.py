@@ -59,8 +59,8 @@ class HeartbeatUpdater:
             self.failures.failed(exc)
             return
         self.failures.succeeded()
-        if not alive:
-            self.claims.mark_lost(token)  # type: ignore[union-attr]
+        if not alive and self.claims is not None:  # only queued claims are beaten here
+            self.claims.mark_lost(token)
 
     def _beat(self, currently: CurrentlyExecuting) -> None:
         execution = currently.execution

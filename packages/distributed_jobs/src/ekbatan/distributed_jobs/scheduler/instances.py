@@ -39,8 +39,9 @@ class TaskInstance(Generic[T]):
 
     @property
     def data(self) -> T | None:
-        if self._data is _UNSET:
-            self._data = self._supplier()  # type: ignore[misc]
+        # _UNSET only ever stands beside a supplier
+        if self._data is _UNSET and self._supplier is not None:
+            self._data = self._supplier()
         return self._data
 
     @property

@@ -36,6 +36,8 @@ class ExecutionOperations:
         """Reschedule with the bookkeeping ``complete`` implies: a success resets the failure
         count, a failure adds one to it; the other timestamp keeps its stored value."""
         e = self.execution
+        last_success: datetime | None
+        last_failure: datetime | None
         if complete.is_success:
             last_success, last_failure, failures = complete.time_done, e.last_failure, 0
         else:

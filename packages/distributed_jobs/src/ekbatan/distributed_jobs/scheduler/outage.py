@@ -36,7 +36,7 @@ def backoff(interval: float, failures: int, cap: float = MAX_BACKOFF) -> float:
     """Seconds to wait after ``failures`` failures in a row of a loop that runs every ``interval``."""
     if failures <= 0:
         return interval
-    return min(interval * 2 ** min(failures - 1, 30), max(interval, cap))
+    return float(min(interval * 2 ** min(failures - 1, 30), max(interval, cap)))
 
 
 @dataclass(frozen=True)

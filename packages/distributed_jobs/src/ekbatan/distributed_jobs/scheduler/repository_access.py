@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -248,7 +248,7 @@ class TableAccess:
         with self._one() if single else self.engine.begin() as conn:
             yield conn
 
-    def _one(self) -> Any:
+    def _one(self) -> AbstractContextManager[sa.Connection]:
         """A connection for one statement, committed on success.
 
         On PostgreSQL that is an autocommit connection: psycopg would otherwise spend two extra
@@ -294,7 +294,7 @@ class TableAccess:
             task_name=row[0],
             instance_id=row[1],
             raw_data=d.decode_bytes(row[2]),
-            execution_time=d.decode_time(row[3]),  # type: ignore[arg-type]
+            execution_time=d.decode_required_time(row[3]),
             picked=d.decode_bool(row[4]),
             picked_by=row[5],
             last_success=d.decode_time(row[6]),

@@ -231,7 +231,7 @@ class Claims(TableAccess):
                 sql, {"false": d.encode_bool(False), "now": d.encode_time(now), **params, **extra}
             ).all()
         for name, execution_time in rows:
-            self.resolver.add_unresolved(name, d.decode_time(execution_time))  # type: ignore[arg-type]
+            self.resolver.add_unresolved(name, d.decode_required_time(execution_time))
         return len(rows)
 
     def unpick(self, executions: Sequence[Execution]) -> None:

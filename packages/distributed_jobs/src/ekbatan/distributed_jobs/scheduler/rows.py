@@ -83,7 +83,8 @@ def as_connection(connection: ConnectionLike) -> sa.Connection:
     if isinstance(connection, sa.Connection):
         return connection
     if hasattr(connection, "connection") and callable(connection.connection):
-        return connection.connection()
+        connection_of_session: sa.Connection = connection.connection()
+        return connection_of_session
     raise TypeError(
         f"expected an SQLAlchemy Connection or Session to run on, got {type(connection).__name__}"
     )

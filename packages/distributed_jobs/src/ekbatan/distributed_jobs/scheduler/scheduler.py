@@ -63,6 +63,7 @@ class Scheduler(SchedulerClient):
     """Create with :meth:`create`; see :class:`SchedulerBuilder` for the options."""
 
     @staticmethod
+    # a different signature on purpose: a scheduler is built with options, a client is not
     def create(engine: sa.Engine, *tasks: Task[Any]) -> SchedulerBuilder:  # type: ignore[override]
         return SchedulerBuilder(engine, tasks)
 

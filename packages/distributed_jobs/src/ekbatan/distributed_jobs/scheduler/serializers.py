@@ -138,16 +138,24 @@ def from_jsonable(data_type: Any, value: Any) -> Any:
     if origin in (list, set, frozenset, tuple) or data_type in (list, set, frozenset, tuple):
         if not isinstance(value, list):
             raise TypeError(f"expected a JSON array, got {type(value).__name__}")
-        args = typing.get_args(data_type)
-        items = [from_jsonable(args[0], v) for v in value] if args and args[-1] is not Ellipsis else value
-        if args and origin is tuple and (len(args) < 2 or args[1] is not Ellipsis):
-            items = [from_jsonable(a, v) for a, v in zip(args, value, strict=True)]
+        element_types = typing.get_args(data_type)
+        items = (
+            [from_jsonable(element_types[0], v) for v in value]
+            if element_types and element_types[-1] is not Ellipsis
+            else value
+        )
+        if element_types and origin is tuple and (len(element_types) < 2 or element_types[1] is not Ellipsis):
+            items = [from_jsonable(a, v) for a, v in zip(element_types, value, strict=True)]
         return (origin or data_type)(items)
     if origin is dict or data_type is dict:
         if not isinstance(value, dict):
             raise TypeError(f"expected a JSON object, got {type(value).__name__}")
-        args = typing.get_args(data_type)
-        return {k: from_jsonable(args[1], v) for k, v in value.items()} if args else dict(value)
+        key_and_value = typing.get_args(data_type)
+        return (
+            {k: from_jsonable(key_and_value[1], v) for k, v in value.items()}
+            if key_and_value
+            else dict(value)
+        )
     if not isinstance(data_type, type):
         return value
     if value is None:

@@ -7,6 +7,7 @@ connection.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,11 +16,14 @@ from sqlalchemy import event
 from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
 
 _FLAG = "ekbatan_scheduler_session"
+#: pools that already run the dialect's session setup on checkout (weak: a disposed engine's
+#: pool is not kept alive by having been set up)
+_SET_UP: weakref.WeakSet[sa.pool.Pool] = weakref.WeakSet()
 
 
 def install_session_setup(engine: sa.Engine, dialect: SqlDialect) -> None:
     pool = engine.pool
-    if getattr(pool, "_ekbatan_session_setup", False):
+    if pool in _SET_UP:
         return
 
     def on_checkout(dbapi_connection: Any, connection_record: Any, _proxy: Any) -> None:
@@ -28,4 +32,4 @@ def install_session_setup(engine: sa.Engine, dialect: SqlDialect) -> None:
             connection_record.info[_FLAG] = True
 
     event.listen(pool, "checkout", on_checkout)
-    pool._ekbatan_session_setup = True  # type: ignore[attr-defined]
+    _SET_UP.add(pool)

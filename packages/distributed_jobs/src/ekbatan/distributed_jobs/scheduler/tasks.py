@@ -142,6 +142,7 @@ class RecurringTask(Task[T]):
     def completion_for(self, result: Any) -> CompletionHandler:
         if self.stateful:
             return OnCompleteReschedule(self.schedule, result)
+        # None for a disabled schedule, whose row start-up removes: it has no next run to go to
         return self._reschedule  # type: ignore[return-value]
 
     def on_startup(self, client: SchedulerClient, now: datetime) -> None:
@@ -214,7 +215,14 @@ class RecurringTaskWithPersistentSchedule(Task[T]):
 
     def schedulable_instance(self, id: str, data: T | None = None) -> SchedulableInstance[T]:
         instance = self.instance(id, data)
-        return SchedulableInstance(instance, lambda now: instance.data.schedule.initial_execution_time(now))  # type: ignore[union-attr]
+
+        def first_time(now: datetime) -> datetime:
+            # read when scheduled, not now: the data may come from a supplier
+            stored: Any = instance.data
+            first: datetime = stored.schedule.initial_execution_time(now)
+            return first
+
+        return SchedulableInstance(instance, first_time)
 
     def completion_for(self, result: Any) -> CompletionHandler:
         return OnCompleteRescheduleFromData(result if self.stateful else KEEP_DATA)
@@ -242,7 +250,7 @@ class CustomTask(Task[T]):
         return SchedulableInstance(self.instance(id, data), self.default_execution_time)
 
     def completion_for(self, result: Any) -> CompletionHandler:
-        if result is None or not hasattr(result, "complete"):
+        if not isinstance(result, CompletionHandler):
             raise TypeError(
                 f"custom task {self.name!r} must return a completion handler such as OnCompleteRemove() or "
                 f"OnCompleteReschedule(schedule), got {result!r}"

@@ -11,6 +11,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from typing import cast
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class WorkerPool:
             item = self._queue.get()
             if item is _STOP:
                 return
-            job, on_done = item  # type: ignore[misc]
+            job, on_done = cast(tuple[Callable[[], None], Callable[[], None] | None], item)
             try:
                 job()
             except BaseException:

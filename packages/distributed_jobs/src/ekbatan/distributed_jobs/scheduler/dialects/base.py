@@ -48,9 +48,17 @@ class SqlDialect:
     def decode_time(self, value: Any) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+        instant: datetime = value
+        if instant.tzinfo is None:
+            return instant.replace(tzinfo=UTC)
+        return instant.astimezone(UTC)
+
+    def decode_required_time(self, value: Any) -> datetime:
+        """A time from a NOT NULL column (``execution_time``)."""
+        instant = self.decode_time(value)
+        if instant is None:
+            raise ValueError("execution_time is NULL, which the scheduled_tasks table does not allow")
+        return instant
 
     def encode_bool(self, value: bool) -> Any:
         return value

@@ -56,7 +56,7 @@ class MySqlDialect(SqlDialect):
         return None
 
     def is_duplicate_key(self, error: BaseException) -> bool:
-        args = getattr(getattr(error, "orig", None), "args", ())
+        args: tuple[Any, ...] = getattr(getattr(error, "orig", None), "args", ())
         return bool(args) and args[0] == _ER_DUP_ENTRY
 
     def create_index_if_not_exists(self, statement: str) -> str:
