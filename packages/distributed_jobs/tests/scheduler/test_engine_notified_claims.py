@@ -24,8 +24,8 @@ from ekbatan.distributed_jobs.scheduler import (
     Tasks,
     create_table,
 )
-from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._rows import NewExecution
 from testsupport import EventRecorder, wait_until
 
 pytestmark = pytest.mark.dialects("postgres")

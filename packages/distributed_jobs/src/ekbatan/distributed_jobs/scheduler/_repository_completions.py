@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler.execution import Execution
-from ekbatan.distributed_jobs.scheduler.repository_access import TableAccess
-from ekbatan.distributed_jobs.scheduler.retries import with_retries
-from ekbatan.distributed_jobs.scheduler.rows import (
+from ekbatan.distributed_jobs.scheduler._execution import Execution
+from ekbatan.distributed_jobs.scheduler._repository_access import TableAccess
+from ekbatan.distributed_jobs.scheduler._retries import with_retries
+from ekbatan.distributed_jobs.scheduler._rows import (
     KEEP_DATA,
     ConnectionLike,
     check_key,

@@ -19,7 +19,7 @@ import uuid
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
-from ekbatan.distributed_jobs.scheduler.errors import SerializationError
+from ekbatan.distributed_jobs.scheduler._errors import SerializationError
 
 
 @runtime_checkable

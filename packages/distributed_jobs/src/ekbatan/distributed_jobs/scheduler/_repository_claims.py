@@ -10,10 +10,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler.errors import ExecutionError
-from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.repository_access import TableAccess
-from ekbatan.distributed_jobs.scheduler.retries import with_retries
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
+from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._repository_access import TableAccess
+from ekbatan.distributed_jobs.scheduler._retries import with_retries
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.repository")
 

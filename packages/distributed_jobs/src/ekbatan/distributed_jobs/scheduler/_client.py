@@ -16,36 +16,36 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler.after_commit import run_after_commit
-from ekbatan.distributed_jobs.scheduler.clock import Clock, SystemClock, ensure_utc
-from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
-from ekbatan.distributed_jobs.scheduler.errors import (
+from ekbatan.distributed_jobs.scheduler._after_commit import run_after_commit
+from ekbatan.distributed_jobs.scheduler._clock import Clock, SystemClock, ensure_utc
+from ekbatan.distributed_jobs.scheduler._errors import (
     DataClassMismatchError,
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceNotFoundError,
 )
-from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.instances import SchedulableInstance, TaskInstance
-from ekbatan.distributed_jobs.scheduler.listing import (
+from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler._listing import (
     ScheduledExecution,
     ScheduledExecutionsFilter,
     TaskSummary,
 )
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.rows import KEEP_DATA, ConnectionLike, NewExecution, as_connection
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA, ConnectionLike, NewExecution, as_connection
+from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler._session_setup import install_session_setup
+from ekbatan.distributed_jobs.scheduler._tasks import Task
+from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._wakeups import channel_for
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
-from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, Serializer
-from ekbatan.distributed_jobs.scheduler.session_setup import install_session_setup
-from ekbatan.distributed_jobs.scheduler.tasks import Task
-from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler.wakeups import channel_for
 
 #: ``(task_name, instance_id)``, a :class:`TaskInstanceId`, or a :class:`TaskInstance`
 InstanceKey = TaskInstanceId | TaskInstance[Any] | tuple[str, str]
 #: an aware datetime, or a delay from now
 When = datetime | timedelta
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.client")
 
 
 class WhenExists(enum.Enum):

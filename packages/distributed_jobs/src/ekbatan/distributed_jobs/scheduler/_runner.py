@@ -12,36 +12,36 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
-from ekbatan.distributed_jobs.scheduler.clock import Clock
-from ekbatan.distributed_jobs.scheduler.completion import CompletionHandler, OnCompleteRemove
-from ekbatan.distributed_jobs.scheduler.completion_batches import CompletionBatcher
-from ekbatan.distributed_jobs.scheduler.context import (
+from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._completion import CompletionHandler, OnCompleteRemove
+from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
+from ekbatan.distributed_jobs.scheduler._context import (
     CurrentlyExecuting,
     ExecutionContext,
     HeartbeatState,
     SchedulerState,
 )
-from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, SerializationError
-from ekbatan.distributed_jobs.scheduler.execution import Execution, ExecutionComplete, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
-from ekbatan.distributed_jobs.scheduler.listener import (
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, SerializationError
+from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
+from ekbatan.distributed_jobs.scheduler._listener import (
     CandidateEventType,
     ExecutionChain,
     ExecutionInterceptor,
     Listeners,
     SchedulerEventType,
 )
-from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler.outage import (
+from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._outage import (
     DEFAULT_OUTAGE_POLICY,
     FailureLog,
     OutagePolicy,
     is_database_error,
 )
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.serializers import Serializer
-from ekbatan.distributed_jobs.scheduler.tasks import Task
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._serializers import Serializer
+from ekbatan.distributed_jobs.scheduler._tasks import Task
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.execution")
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler.tasks import Task
+    from ekbatan.distributed_jobs.scheduler._tasks import Task
 
 
 class TaskResolver:

@@ -15,13 +15,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from ekbatan.distributed_jobs.scheduler.errors import FailedToScheduleBatchError, TaskInstanceError
-from ekbatan.distributed_jobs.scheduler.execution import Execution
-from ekbatan.distributed_jobs.scheduler.listing import ScheduledExecutionsFilter, TaskSummary
-from ekbatan.distributed_jobs.scheduler.repository_claims import Claims
-from ekbatan.distributed_jobs.scheduler.repository_completions import Completions
-from ekbatan.distributed_jobs.scheduler.rows import ConnectionLike, NewExecution
-from ekbatan.distributed_jobs.scheduler.wakeups import encode_scheduled
+from ekbatan.distributed_jobs.scheduler._errors import FailedToScheduleBatchError, TaskInstanceError
+from ekbatan.distributed_jobs.scheduler._execution import Execution
+from ekbatan.distributed_jobs.scheduler._listing import ScheduledExecutionsFilter, TaskSummary
+from ekbatan.distributed_jobs.scheduler._repository_claims import Claims
+from ekbatan.distributed_jobs.scheduler._repository_completions import Completions
+from ekbatan.distributed_jobs.scheduler._rows import ConnectionLike, NewExecution
+from ekbatan.distributed_jobs.scheduler._wakeups import encode_scheduled
 
 
 class TaskRepository(Claims, Completions):

@@ -17,9 +17,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ekbatan.distributed_jobs.scheduler.execution import Execution
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.rows import expect_one_row
+from ekbatan.distributed_jobs.scheduler._execution import Execution
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._rows import expect_one_row
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.group_commit")
 

@@ -14,31 +14,30 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler.async_runner import AsyncRunner
-from ekbatan.distributed_jobs.scheduler.background import RepeatingLoop
-from ekbatan.distributed_jobs.scheduler.builder import (
+from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._background import RepeatingLoop
+from ekbatan.distributed_jobs.scheduler._builder import (
     SchedulerBuilder,
     SchedulerOptions,
     default_scheduler_name,
 )
-from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
-from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
-from ekbatan.distributed_jobs.scheduler.completion_batches import CompletionBatcher
-from ekbatan.distributed_jobs.scheduler.contention import ClaimContention
-from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
-from ekbatan.distributed_jobs.scheduler.dead_execution_detection import DeadExecutionDetector
-from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
-from ekbatan.distributed_jobs.scheduler.driver_statements import driver_path_available
-from ekbatan.distributed_jobs.scheduler.errors import TableSchemaError
-from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.heartbeat import HeartbeatUpdater
-from ekbatan.distributed_jobs.scheduler.listener import (
+from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
+from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
+from ekbatan.distributed_jobs.scheduler._contention import ClaimContention
+from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
+from ekbatan.distributed_jobs.scheduler._dead_execution_detection import DeadExecutionDetector
+from ekbatan.distributed_jobs.scheduler._driver_statements import driver_path_available
+from ekbatan.distributed_jobs.scheduler._errors import TableSchemaError
+from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._heartbeat import HeartbeatUpdater
+from ekbatan.distributed_jobs.scheduler._listener import (
     Listeners,
     SchedulerEventType,
 )
-from ekbatan.distributed_jobs.scheduler.notified_claims import NotifiedClaims
-from ekbatan.distributed_jobs.scheduler.outage import FailureLog, check_connection
-from ekbatan.distributed_jobs.scheduler.polling import (
+from ekbatan.distributed_jobs.scheduler._notified_claims import NotifiedClaims
+from ekbatan.distributed_jobs.scheduler._outage import FailureLog, check_connection
+from ekbatan.distributed_jobs.scheduler._polling import (
     AutoStrategy,
     ClaimSizing,
     FetchStrategy,
@@ -47,16 +46,17 @@ from ekbatan.distributed_jobs.scheduler.polling import (
     PollingStrategyConfig,
     PollLoop,
 )
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.runner import ExecutionRegistry, ExecutionRunner
-from ekbatan.distributed_jobs.scheduler.session_setup import install_session_setup
-from ekbatan.distributed_jobs.scheduler.tasks import Task
-from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler.waiter import Waiter
-from ekbatan.distributed_jobs.scheduler.wakeups import NotificationListener, Wakeup, channel_for
-from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._runner import ExecutionRegistry, ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._session_setup import install_session_setup
+from ekbatan.distributed_jobs.scheduler._tasks import Task
+from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._wakeups import NotificationListener, Wakeup, channel_for
+from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")
 
 
 class Scheduler(SchedulerClient):

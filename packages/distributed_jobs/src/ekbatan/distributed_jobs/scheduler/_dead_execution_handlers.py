@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol, runtime_checkable
 
-from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
-from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.dead_execution")
 

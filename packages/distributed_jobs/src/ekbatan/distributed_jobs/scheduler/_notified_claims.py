@@ -20,17 +20,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
-from ekbatan.distributed_jobs.scheduler.clock import Clock
-from ekbatan.distributed_jobs.scheduler.context import SchedulerState
-from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.runner import ExecutionRunner
-from ekbatan.distributed_jobs.scheduler.wakeups import Wakeup
-from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._context import SchedulerState
+from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._listener import CandidateEventType, Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._runner import ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._wakeups import Wakeup
+from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.notified_claims")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler.execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,14 +11,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ekbatan.distributed_jobs.scheduler.execution import Execution, ExecutionComplete, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete, TaskInstanceId
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler.completion import CompletionHandler
-    from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting, ExecutionContext
-    from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
+    from ekbatan.distributed_jobs.scheduler._completion import CompletionHandler
+    from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting, ExecutionContext
+    from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.listener")
 
 
 class SchedulerEventType(enum.Enum):

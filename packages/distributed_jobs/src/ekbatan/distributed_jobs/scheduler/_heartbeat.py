@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 
-from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
-from ekbatan.distributed_jobs.scheduler.clock import Clock
-from ekbatan.distributed_jobs.scheduler.context import CurrentlyExecuting
-from ekbatan.distributed_jobs.scheduler.execution import Execution
-from ekbatan.distributed_jobs.scheduler.listener import Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler.outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.runner import ExecutionRegistry
+from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
+from ekbatan.distributed_jobs.scheduler._execution import Execution
+from ekbatan.distributed_jobs.scheduler._listener import Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler._outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._runner import ExecutionRegistry
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.heartbeat")
 
 ATTEMPTS = 3
 

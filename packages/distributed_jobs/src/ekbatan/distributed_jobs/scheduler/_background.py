@@ -6,10 +6,10 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ekbatan.distributed_jobs.scheduler.outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
-from ekbatan.distributed_jobs.scheduler.waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
+from ekbatan.distributed_jobs.scheduler._waiter import Waiter
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.background")
 
 
 class RepeatingLoop:

@@ -14,23 +14,23 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler.clock import Clock, SystemClock
-from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
-from ekbatan.distributed_jobs.scheduler.listener import (
+from ekbatan.distributed_jobs.scheduler._clock import Clock, SystemClock
+from ekbatan.distributed_jobs.scheduler._listener import (
     ExecutionInterceptor,
     SchedulerListener,
 )
-from ekbatan.distributed_jobs.scheduler.outage import OutagePolicy
-from ekbatan.distributed_jobs.scheduler.polling import (
+from ekbatan.distributed_jobs.scheduler._outage import OutagePolicy
+from ekbatan.distributed_jobs.scheduler._polling import (
     PollingKind,
     PollingStrategyConfig,
 )
+from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler._tasks import Task
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME, validate_table_name
-from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, Serializer
-from ekbatan.distributed_jobs.scheduler.tasks import Task
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler.scheduler import Scheduler
+    from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
 
 # the scheduler's logger: the name lookup below is part of starting one
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")
@@ -315,6 +315,6 @@ class SchedulerBuilder:
             listen_notify=self._listen_notify,
             outage=self._outage,
         )
-        from ekbatan.distributed_jobs.scheduler.scheduler import Scheduler  # it creates builders
+        from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler  # it creates builders
 
         return Scheduler(options, list(known.values()), backend)

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ekbatan.distributed_jobs.scheduler.clock import Clock
-from ekbatan.distributed_jobs.scheduler.execution import Execution
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._execution import Execution
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
-    from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
+    from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
+    from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
 
 _MS = timedelta(milliseconds=1)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
 
 T = TypeVar("T")
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
-from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
-from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler.rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
+from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler.schedules import Schedule
 
 

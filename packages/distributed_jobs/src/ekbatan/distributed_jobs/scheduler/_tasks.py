@@ -15,29 +15,29 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ekbatan.distributed_jobs.scheduler.completion import (
+from ekbatan.distributed_jobs.scheduler._completion import (
     CompletionHandler,
     OnCompleteRemove,
     OnCompleteReschedule,
     OnCompleteRescheduleFromData,
 )
-from ekbatan.distributed_jobs.scheduler.dead_execution_handlers import (
+from ekbatan.distributed_jobs.scheduler._dead_execution_handlers import (
     DeadExecutionHandler,
 )
-from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, TaskInstanceCurrentlyExecutingError
-from ekbatan.distributed_jobs.scheduler.execution import MAX_KEY_LENGTH
-from ekbatan.distributed_jobs.scheduler.failure import (
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, TaskInstanceCurrentlyExecutingError
+from ekbatan.distributed_jobs.scheduler._execution import MAX_KEY_LENGTH
+from ekbatan.distributed_jobs.scheduler._failure import (
     FailureHandler,
 )
-from ekbatan.distributed_jobs.scheduler.instances import SchedulableInstance, TaskInstance
-from ekbatan.distributed_jobs.scheduler.rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler.schedules import Schedule
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler.client import SchedulerClient
-    from ekbatan.distributed_jobs.scheduler.context import ExecutionContext
+    from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
+    from ekbatan.distributed_jobs.scheduler._context import ExecutionContext
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.tasks")
 
 T = TypeVar("T")
 Handler = Callable[[TaskInstance[Any], "ExecutionContext"], Any]

@@ -27,19 +27,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
-from ekbatan.distributed_jobs.scheduler.clock import Clock
-from ekbatan.distributed_jobs.scheduler.contention import ClaimContention
-from ekbatan.distributed_jobs.scheduler.context import SchedulerState
-from ekbatan.distributed_jobs.scheduler.execution import Execution
-from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler.outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.runner import CLAIM_LEAD, ExecutionRunner
-from ekbatan.distributed_jobs.scheduler.waiter import Sleeper
-from ekbatan.distributed_jobs.scheduler.worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._contention import ClaimContention
+from ekbatan.distributed_jobs.scheduler._context import SchedulerState
+from ekbatan.distributed_jobs.scheduler._execution import Execution
+from ekbatan.distributed_jobs.scheduler._listener import CandidateEventType, Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler._outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._runner import CLAIM_LEAD, ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._waiter import Sleeper
+from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.polling")
 
 
 class PollingKind(enum.StrEnum):

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
+    from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
 
 #: ``priority`` presets (higher runs first when priority is enabled)
 PRIORITY_HIGH = 90

@@ -7,8 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler.errors import ExecutionError, TaskKeyTooLongError
-from ekbatan.distributed_jobs.scheduler.execution import MAX_KEY_LENGTH, Execution
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, TaskKeyTooLongError
+from ekbatan.distributed_jobs.scheduler._execution import MAX_KEY_LENGTH, Execution
 
 COLUMNS = (
     "task_name, task_instance, task_data, execution_time, picked, picked_by, last_success, "

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
-from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
 from ekbatan.distributed_jobs.scheduler.schedules import Schedule
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.failure")
 
 DEFAULT_RETRY_INTERVAL = timedelta(minutes=5)
 

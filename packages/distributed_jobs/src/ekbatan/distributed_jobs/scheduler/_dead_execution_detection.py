@@ -14,13 +14,13 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from ekbatan.distributed_jobs.scheduler.clock import Clock
-from ekbatan.distributed_jobs.scheduler.errors import ExecutionError
-from ekbatan.distributed_jobs.scheduler.execution import ExecutionComplete
-from ekbatan.distributed_jobs.scheduler.listener import Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.serializers import Serializer
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
+from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._listener import Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._serializers import Serializer
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.dead_executions")
 

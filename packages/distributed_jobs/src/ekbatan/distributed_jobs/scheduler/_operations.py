@@ -7,11 +7,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler.execution import Execution, ExecutionComplete
-from ekbatan.distributed_jobs.scheduler.instances import TaskInstance
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.rows import KEEP_DATA
-from ekbatan.distributed_jobs.scheduler.serializers import Serializer
+from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler._serializers import Serializer
 
 
 class ExecutionOperations:

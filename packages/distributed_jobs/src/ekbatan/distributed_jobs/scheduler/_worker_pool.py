@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import cast
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.worker_pool")
 
 _STOP = object()
 

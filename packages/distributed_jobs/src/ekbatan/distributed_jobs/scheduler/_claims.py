@@ -17,13 +17,13 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ekbatan.distributed_jobs.scheduler.execution import Execution
-from ekbatan.distributed_jobs.scheduler.listener import CandidateEventType, Listeners
+from ekbatan.distributed_jobs.scheduler._execution import Execution
+from ekbatan.distributed_jobs.scheduler._listener import CandidateEventType, Listeners
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler.runner import ExecutionRunner
+    from ekbatan.distributed_jobs.scheduler._runner import ExecutionRunner
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.claims")
 
 
 class QueuedClaims:
