@@ -1,4 +1,4 @@
-"""Claiming an execution from the notification that named it (notified_claims.py).
+"""Claiming an execution from the notification that named it (_notified_claims.py).
 
 PostgreSQL only, as notifications are. The poller is set to 30 s, so only the notification
 path (or a poll it falls back to, which the listener events count) can start a task promptly.

@@ -8,7 +8,7 @@
   row with an optimistic ``UPDATE … WHERE version = ?`` just before running it. Candidates
   queued by an older poll are dropped when a newer poll has happened. When claims start
   losing to other instances, an instance reads a wider window and tries a random sample of
-  it (``contention.py``).
+  it (``_contention.py``).
 * **lock-and-fetch** (PostgreSQL, MySQL 8, MariaDB ≥ 10.6): claim up to
   ``upper − queued`` rows in one go with ``FOR UPDATE SKIP LOCKED``; queued rows are already
   picked (and, until a worker starts them, not heartbeating).
