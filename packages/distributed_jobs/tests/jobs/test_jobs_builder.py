@@ -158,13 +158,13 @@ def test_valid_job_builds_with_the_shutdown_hook_off(engine):
     registry = builder(engine).with_job(Job("valid")).build()
     assert isinstance(registry, JobRegistry)
     assert registry.job_names == ("valid",)
-    assert registry.scheduler.options._shutdown_hook is False
+    assert registry.scheduler.options.shutdown_hook is False
     assert (
         JobRegistry.builder()
         .connection_provider(engine)
         .with_job(Job())
         .build()
-        .scheduler.options._shutdown_hook
+        .scheduler.options.shutdown_hook
     )
 
 

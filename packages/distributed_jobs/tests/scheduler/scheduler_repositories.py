@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._tasks import Task
+from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._wakeups import channel_for
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
-from ekbatan.distributed_jobs.scheduler.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler.tasks import Task
-from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler.wakeups import channel_for
 
 
 def notifying_repository(engine: sa.Engine, tasks: Sequence[Task], picked_by: str) -> TaskRepository:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler import after_commit
-from ekbatan.distributed_jobs.scheduler.after_commit import run_after_commit
+from ekbatan.distributed_jobs.scheduler import _after_commit
+from ekbatan.distributed_jobs.scheduler._after_commit import run_after_commit
 
 
 def test_runs_at_the_commit_not_before(engine, dialect):
@@ -55,7 +55,7 @@ def test_the_hooks_are_installed_once_per_engine(engine, dialect):
         with engine.begin() as conn:
             run_after_commit(conn, lambda i=i: calls.append(i))
     assert calls == [0, 1, 2]  # a second listener per engine would call each twice
-    assert sa.event.contains(engine, "commit", after_commit._on_commit)
+    assert sa.event.contains(engine, "commit", _after_commit._on_commit)
 
 
 def test_connections_keep_their_own_callbacks(engine, dialect):

@@ -6,12 +6,13 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from ekbatan.distributed_jobs.scheduler import Scheduler, SystemClock, Tasks
-from ekbatan.distributed_jobs.scheduler.contention import MAX_SPREAD, ClaimContention
+from ekbatan.distributed_jobs.scheduler._contention import MAX_SPREAD, ClaimContention
+from ekbatan.distributed_jobs.scheduler._listener import Listeners
+from ekbatan.distributed_jobs.scheduler._polling import FetchStrategy
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
-from ekbatan.distributed_jobs.scheduler.listener import Listeners
-from ekbatan.distributed_jobs.scheduler.polling import FetchStrategy
-from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
-from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 
 
 def record(contention: ClaimContention, won: int, lost: int) -> None:

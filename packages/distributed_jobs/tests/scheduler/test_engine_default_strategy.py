@@ -10,15 +10,15 @@ from datetime import timedelta
 import pytest
 
 from ekbatan.distributed_jobs.scheduler import Scheduler, Tasks
-from ekbatan.distributed_jobs.scheduler.dialects import MariaDbDialect, SqlDialect, resolve_dialect
-from ekbatan.distributed_jobs.scheduler.dialects.mysql import server_has_skip_locked
-from ekbatan.distributed_jobs.scheduler.polling import (
+from ekbatan.distributed_jobs.scheduler._polling import (
     MAX_CLAIMED_PER_THREAD,
     AutoStrategy,
     ClaimSizing,
     FetchStrategy,
     LockAndFetchStrategy,
 )
+from ekbatan.distributed_jobs.scheduler.dialects import MariaDbDialect, SqlDialect, resolve_dialect
+from ekbatan.distributed_jobs.scheduler.dialects.mysql import server_has_skip_locked
 from testsupport import wait_until
 
 
@@ -119,7 +119,7 @@ def test_a_server_without_skip_locked_falls_back_to_fetch(engine):
 
 
 def test_sized_claims_refill_while_half_of_them_still_wait():
-    from ekbatan.distributed_jobs.scheduler.claims import QueuedClaims
+    from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 
     sizing = ClaimSizing(threads=10)
     strategy = LockAndFetchStrategy(None, None, None, None, None, 5, 10, lambda: None, QueuedClaims(), sizing)  # type: ignore[arg-type]

@@ -29,10 +29,10 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskInstance,
     Tasks,
 )
-from ekbatan.distributed_jobs.scheduler.listener import Listeners
-from ekbatan.distributed_jobs.scheduler.polling import PollingStrategyConfig, PollLoop, PollResult, _Batch
-from ekbatan.distributed_jobs.scheduler.runner import CLAIM_LEAD
-from ekbatan.distributed_jobs.scheduler.waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._listener import Listeners
+from ekbatan.distributed_jobs.scheduler._polling import PollingStrategyConfig, PollLoop, PollResult, _Batch
+from ekbatan.distributed_jobs.scheduler._runner import CLAIM_LEAD
+from ekbatan.distributed_jobs.scheduler._waiter import Waiter
 from testsupport import EventRecorder, wait_until
 
 MINUTE = timedelta(minutes=1)

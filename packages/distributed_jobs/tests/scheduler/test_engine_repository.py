@@ -15,9 +15,10 @@ from ekbatan.distributed_jobs.scheduler import (
     ScheduledExecutionsFilter,
     Tasks,
 )
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
-from ekbatan.distributed_jobs.scheduler.repository import NewExecution, TaskRepository
-from ekbatan.distributed_jobs.scheduler.unresolved import TaskResolver
 from testsupport import session_id, wait_until
 
 NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -367,16 +368,16 @@ def test_remove_many_deletes_exactly_the_versions_given(engine):
     assert r.remove_many([rows[4]]) == set()
 
 
-def test_completion_writer_reports_each_rows_own_outcome(engine):
+def test_completion_batcher_reports_each_rows_own_outcome(engine):
     import threading
 
-    from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
+    from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
 
     r = repo(engine)
     r.create_batch([new(id=str(i)) for i in range(40)])
     rows = r.get_scheduled_executions(ScheduledExecutionsFilter.all())
     stale = {"3", "17"}
-    writer = CompletionWriter(r, max_batch=7)
+    writer = CompletionBatcher(r, max_batch=7)
     writer.start()
     outcomes: dict[str, str] = {}
     start = threading.Barrier(len(rows))
@@ -401,13 +402,13 @@ def test_completion_writer_reports_each_rows_own_outcome(engine):
     assert {e.instance_id for e in r.get_scheduled_executions(ScheduledExecutionsFilter.all())} == stale
 
 
-def test_completion_writer_without_a_thread_writes_at_once_and_drains_on_stop(engine):
-    from ekbatan.distributed_jobs.scheduler.group_commit import CompletionWriter
+def test_completion_batcher_without_a_thread_writes_at_once_and_drains_on_stop(engine):
+    from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
 
     r = repo(engine)
     r.create_batch([new(id=str(i)) for i in range(5)])
     rows = sorted(r.get_scheduled_executions(ScheduledExecutionsFilter.all()), key=lambda e: e.instance_id)
-    writer = CompletionWriter(r)
+    writer = CompletionBatcher(r)
     heard: list[object] = []
     writer.submit(rows[0], heard.append)  # not started: written here and now
     assert heard == [None]
@@ -423,7 +424,7 @@ def test_completion_writer_without_a_thread_writes_at_once_and_drains_on_stop(en
 def test_deadlocked_writes_are_retried_and_others_are_not():
     from sqlalchemy.exc import OperationalError
 
-    from ekbatan.distributed_jobs.scheduler.repository import with_retries
+    from ekbatan.distributed_jobs.scheduler._retries import with_retries
 
     class Deadlock(Exception):
         sqlstate = "40P01"
@@ -458,7 +459,7 @@ def test_a_real_deadlock_is_classified_as_transient(database, dialect):
 
     from sqlalchemy.exc import DBAPIError
 
-    from ekbatan.distributed_jobs.scheduler.repository import is_transient
+    from ekbatan.distributed_jobs.scheduler._retries import is_transient
 
     engine = database.engine()
     with engine.begin() as conn:

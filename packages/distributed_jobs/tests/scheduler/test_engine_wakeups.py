@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import Scheduler, SchedulerClient, Tasks, create_table
-from ekbatan.distributed_jobs.scheduler.execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler.waiter import Waiter
-from ekbatan.distributed_jobs.scheduler.wakeups import (
+from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._wakeups import (
     MAX_PAYLOAD_BYTES,
     NotificationListener,
     Wakeup,

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -24,6 +25,7 @@ from ekbatan.distributed_jobs.scheduler import (
     Scheduler,
     SchedulerClient,
     Schedules,
+    Task,
     TaskInstance,
     Tasks,
     create_table,
@@ -40,10 +42,11 @@ def _record(engine: sa.Engine, task: str, instance: str, node: str) -> None:
         )
 
 
-def _tasks(engine: sa.Engine, node: str) -> tuple:
-    def greet(instance: TaskInstance[dict], ctx: ExecutionContext) -> None:
+def _tasks(engine: sa.Engine, node: str) -> tuple[Task[Any], Task[Any]]:
+    def greet(instance: TaskInstance[dict[str, Any]], ctx: ExecutionContext) -> None:
+        data = instance.data or {}
         print(
-            f"  [{node}] one-time  {instance.task_name}/{instance.id}: hello {instance.data['to']}",
+            f"  [{node}] one-time  {instance.task_name}/{instance.id}: hello {data['to']}",
             flush=True,
         )
         _record(engine, instance.task_name, instance.id, node)

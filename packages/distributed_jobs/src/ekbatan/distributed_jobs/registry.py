@@ -321,7 +321,7 @@ class JobRegistry:
         try:
             self.scheduler.check_database()
         except Exception as exc:
-            from ekbatan.distributed_jobs.scheduler.outage import describe
+            from ekbatan.distributed_jobs.scheduler._outage import describe
 
             problem = f"cannot connect to {self._pool_label}: {describe(exc)}"
             if required:

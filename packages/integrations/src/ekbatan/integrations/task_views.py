@@ -25,7 +25,7 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceNotFoundError,
 )
-from ekbatan.distributed_jobs.scheduler.listing import ExecutionTimeAndId, ScheduledExecutionsFilter
+from ekbatan.distributed_jobs.scheduler._listing import ExecutionTimeAndId, ScheduledExecutionsFilter
 
 __all__ = [
     "TaskFilter",

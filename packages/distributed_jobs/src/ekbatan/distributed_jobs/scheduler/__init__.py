@@ -4,9 +4,10 @@ Depends on SQLAlchemy and the standard library only — never on ``ekbatan.core`
 so it can be used on its own.
 """
 
-from ekbatan.distributed_jobs.scheduler.client import SchedulerClient, WhenExists
-from ekbatan.distributed_jobs.scheduler.clock import Clock, SettableClock, SystemClock
-from ekbatan.distributed_jobs.scheduler.completion import (
+from ekbatan.distributed_jobs.scheduler._builder import SchedulerBuilder
+from ekbatan.distributed_jobs.scheduler._client import SchedulerClient, WhenExists
+from ekbatan.distributed_jobs.scheduler._clock import Clock, SettableClock, SystemClock
+from ekbatan.distributed_jobs.scheduler._completion import (
     CompletionHandler,
     OnCompleteDoNothing,
     OnCompleteRemove,
@@ -14,19 +15,18 @@ from ekbatan.distributed_jobs.scheduler.completion import (
     OnCompleteReschedule,
     OnCompleteRescheduleTo,
 )
-from ekbatan.distributed_jobs.scheduler.context import (
+from ekbatan.distributed_jobs.scheduler._context import (
     CurrentlyExecuting,
     ExecutionContext,
     HeartbeatState,
     SchedulerState,
 )
-from ekbatan.distributed_jobs.scheduler.dead_execution import (
+from ekbatan.distributed_jobs.scheduler._dead_execution_handlers import (
     CancelDeadExecution,
     DeadExecutionHandler,
     ReviveDeadExecution,
 )
-from ekbatan.distributed_jobs.scheduler.dialects import Dialect, dialect_from_url
-from ekbatan.distributed_jobs.scheduler.errors import (
+from ekbatan.distributed_jobs.scheduler._errors import (
     DataClassMismatchError,
     ExecutionError,
     FailedToScheduleBatchError,
@@ -39,7 +39,7 @@ from ekbatan.distributed_jobs.scheduler.errors import (
     TaskInstanceNotFoundError,
     TaskKeyTooLongError,
 )
-from ekbatan.distributed_jobs.scheduler.execution import (
+from ekbatan.distributed_jobs.scheduler._execution import (
     MAX_KEY_LENGTH,
     PRIORITY_HIGH,
     PRIORITY_LOW,
@@ -49,7 +49,7 @@ from ekbatan.distributed_jobs.scheduler.execution import (
     ExecutionResult,
     TaskInstanceId,
 )
-from ekbatan.distributed_jobs.scheduler.failure import (
+from ekbatan.distributed_jobs.scheduler._failure import (
     ExponentialBackoff,
     FailureHandler,
     FailureHandlers,
@@ -58,22 +58,33 @@ from ekbatan.distributed_jobs.scheduler.failure import (
     OnFailureRescheduleUsingTaskDataSchedule,
     OnFailureRetryLater,
 )
-from ekbatan.distributed_jobs.scheduler.instances import SchedulableInstance, TaskInstance
-from ekbatan.distributed_jobs.scheduler.listener import (
+from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler._listener import (
     CandidateEventType,
     ExecutionChain,
     ExecutionInterceptor,
     SchedulerEventType,
     SchedulerListener,
 )
-from ekbatan.distributed_jobs.scheduler.listing import (
+from ekbatan.distributed_jobs.scheduler._listing import (
     ExecutionTimeAndId,
     ScheduledExecution,
     ScheduledExecutionsFilter,
     TaskSummary,
 )
-from ekbatan.distributed_jobs.scheduler.operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler.scheduler import Scheduler, SchedulerBuilder
+from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
+from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, PickleSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler._task_builders import Tasks
+from ekbatan.distributed_jobs.scheduler._tasks import (
+    RECURRING_INSTANCE,
+    CustomTask,
+    OneTimeTask,
+    RecurringTask,
+    RecurringTaskWithPersistentSchedule,
+    Task,
+)
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect, dialect_from_url
 from ekbatan.distributed_jobs.scheduler.schedules import (
     NEVER,
     Daily,
@@ -90,16 +101,6 @@ from ekbatan.distributed_jobs.scheduler.schema import (
     ddl_statements,
     priority_column_ddl,
     validate_table_name,
-)
-from ekbatan.distributed_jobs.scheduler.serializers import JsonSerializer, PickleSerializer, Serializer
-from ekbatan.distributed_jobs.scheduler.tasks import (
-    RECURRING_INSTANCE,
-    CustomTask,
-    OneTimeTask,
-    RecurringTask,
-    RecurringTaskWithPersistentSchedule,
-    Task,
-    Tasks,
 )
 
 __all__ = [

@@ -117,6 +117,4 @@ def migrations() -> list[tuple[str, str, str, Callable[[str], list[str]]]]:
 
 def _if_not_exists(statement: str, dialect: str) -> str:
     statement = re.sub(r"(?i)^create table ", "CREATE TABLE IF NOT EXISTS ", statement)
-    if Dialect(dialect) in (Dialect.POSTGRESQL, Dialect.SQLITE):
-        statement = re.sub(r"(?i)^create index ", "CREATE INDEX IF NOT EXISTS ", statement)
-    return statement
+    return backend_for(dialect).create_index_if_not_exists(statement)

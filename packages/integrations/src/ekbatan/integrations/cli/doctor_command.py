@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from ekbatan.core import DialectName, SettingsError
 from ekbatan.core.migrations import eventlog_tables
-from ekbatan.distributed_jobs.scheduler.repository import COLUMNS as SCHEDULED_TASKS_COLUMNS
+from ekbatan.distributed_jobs.scheduler._rows import COLUMNS as SCHEDULED_TASKS_COLUMNS
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 from ekbatan.integrations.cli.app import EXIT_FAILED, Invocation, describe, ekbatan_command
 from ekbatan.integrations.cli.tables import render_table

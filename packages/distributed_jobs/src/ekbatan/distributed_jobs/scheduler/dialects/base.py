@@ -8,8 +8,12 @@ can lock-and-fetch with ``SKIP LOCKED``, and what a fresh connection needs.
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
+
+import sqlalchemy as sa
 
 
 class Dialect(enum.StrEnum):
@@ -25,8 +29,6 @@ class SqlDialect:
     dialect: ClassVar[Dialect]
     #: ``FOR UPDATE SKIP LOCKED`` claims are possible (lock-and-fetch polling strategy)
     supports_lock_and_fetch: ClassVar[bool] = False
-    #: the whole lock-and-fetch happens in one ``UPDATE … RETURNING`` statement
-    single_statement_lock_and_fetch: ClassVar[bool] = False
     #: ``DELETE … RETURNING`` reports which rows a multi-row delete removed
     supports_delete_returning: ClassVar[bool] = True
     #: the finest instant a stored time keeps; a finer one is truncated on the way in
@@ -46,9 +48,17 @@ class SqlDialect:
     def decode_time(self, value: Any) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+        instant: datetime = value
+        if instant.tzinfo is None:
+            return instant.replace(tzinfo=UTC)
+        return instant.astimezone(UTC)
+
+    def decode_required_time(self, value: Any) -> datetime:
+        """A time from a NOT NULL column (``execution_time``)."""
+        instant = self.decode_time(value)
+        if instant is None:
+            raise ValueError("execution_time is NULL, which the scheduled_tasks table does not allow")
+        return instant
 
     def encode_bool(self, value: bool) -> Any:
         return value
@@ -92,6 +102,57 @@ class SqlDialect:
     def claim_transaction_start(self) -> str | None:
         """The statement opening a two-statement lock-and-fetch claim's transaction (None: none)."""
         return None
+
+    # -- statements that differ between databases -----------------------------------------
+    #: a one-statement write runs on an autocommit connection (no BEGIN/COMMIT round trips)
+    autocommit_single_statements: ClassVar[bool] = False
+    #: a notification channel can tell pollers of every scheduled due time
+    supports_notify: ClassVar[bool] = False
+
+    def insert_if_absent(self, insert: str) -> str | None:
+        """``insert`` turned into a no-op on an existing key (None: the database has no such
+        form that is safe, and a duplicate is told by :meth:`is_duplicate_key` instead)."""
+        return f"{insert} ON CONFLICT (task_name, task_instance) DO NOTHING"
+
+    def is_duplicate_key(self, error: BaseException) -> bool:
+        """Whether a driver error is the key violation of an insert that lost a race."""
+        return False
+
+    def notify(self, channel: str) -> str:
+        """A statement sending ``:payload`` on ``channel`` when its transaction commits."""
+        raise NotImplementedError(f"{self.name} has no notification channel")
+
+    def insert_and_notify(self, insert: str, channel: str) -> str:
+        """``insert`` if absent, notifying ``channel`` with ``:payload`` only when it inserted:
+        one statement whose row count tells whether it did."""
+        raise NotImplementedError(f"{self.name} has no notification channel")
+
+    def remove_many(self, table: str) -> sa.TextClause:
+        """Delete rows at their versions, returning the keys deleted. One statement text
+        whatever the batch size, so it is compiled once; bound by :meth:`remove_many_params`."""
+        return sa.text(
+            f"DELETE FROM {table} WHERE (task_name, task_instance, version) IN :keys "
+            "RETURNING task_name, task_instance"
+        ).bindparams(sa.bindparam("keys", expanding=True))
+
+    def remove_many_params(self, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
+        return {"keys": list(keys)}
+
+    def lock_and_fetch_claim(
+        self, table: str, columns: str, condition: str, order: str, n: int
+    ) -> str | None:
+        """The whole lock-and-fetch claim of up to ``n`` due rows matching ``condition`` as one
+        statement returning ``columns`` (None: it takes a locking select and an update)."""
+        return None
+
+    def claim_one_locked(self, table: str, columns: str, key: str) -> str:
+        """Claim the row ``key`` names if it is due and unpicked, skipping it when another
+        transaction holds it; returns ``columns`` of the claimed row."""
+        raise NotImplementedError(f"{self.name} cannot claim a single row with SKIP LOCKED")
+
+    def create_index_if_not_exists(self, statement: str) -> str:
+        """A ``CREATE INDEX`` made re-runnable, where the database can say so."""
+        return re.sub(r"(?i)^create index ", "CREATE INDEX IF NOT EXISTS ", statement)
 
     # -- connection setup -----------------------------------------------------------------
     def prepare_connection(self, dbapi_connection: Any) -> None:

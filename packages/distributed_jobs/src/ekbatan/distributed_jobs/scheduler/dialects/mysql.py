@@ -9,6 +9,8 @@ from ekbatan.distributed_jobs.scheduler.dialects.base import Dialect, SqlDialect
 #: the first releases with ``FOR UPDATE SKIP LOCKED``
 MYSQL_SKIP_LOCKED = (8, 0, 1)
 MARIADB_SKIP_LOCKED = (10, 6, 0)
+#: the server's ``ER_DUP_ENTRY``
+_ER_DUP_ENTRY = 1062
 
 
 def server_has_skip_locked(server_version: str) -> bool:
@@ -47,6 +49,18 @@ class MySqlDialect(SqlDialect):
         if instant is None:
             return None
         return instant.astimezone(UTC).replace(tzinfo=None)
+
+    def insert_if_absent(self, insert: str) -> str | None:
+        # INSERT IGNORE would also swallow truncation and other errors, so a duplicate is
+        # detected from the key violation instead (it leaves the transaction usable here).
+        return None
+
+    def is_duplicate_key(self, error: BaseException) -> bool:
+        args: tuple[Any, ...] = getattr(getattr(error, "orig", None), "args", ())
+        return bool(args) and args[0] == _ER_DUP_ENTRY
+
+    def create_index_if_not_exists(self, statement: str) -> str:
+        return statement  # no IF NOT EXISTS for CREATE INDEX on MySQL
 
     def lock_and_fetch_select_tail(self, n: int) -> str:
         # MySQL and MariaDB put the locking clause after LIMIT.

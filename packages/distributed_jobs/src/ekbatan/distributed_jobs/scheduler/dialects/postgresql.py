@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler.dialects.base import Dialect, SqlDialect
 
@@ -10,7 +13,54 @@ class PostgreSqlDialect(SqlDialect):
 
     dialect: ClassVar[Dialect] = Dialect.POSTGRESQL
     supports_lock_and_fetch = True
-    single_statement_lock_and_fetch = True
+    # psycopg would otherwise spend two extra round trips (BEGIN, COMMIT) around every
+    # single-statement write
+    autocommit_single_statements = True
+    supports_notify = True
 
     def lock_and_fetch_select_tail(self, n: int) -> str:
         return f" FOR UPDATE SKIP LOCKED LIMIT {int(n)}"
+
+    def notify(self, channel: str) -> str:
+        return f"SELECT pg_notify({channel}, :payload)"
+
+    def insert_and_notify(self, insert: str, channel: str) -> str:
+        return (
+            f"WITH inserted AS ({insert} ON CONFLICT (task_name, task_instance) DO NOTHING RETURNING 1) "
+            f"SELECT pg_notify({channel}, :payload) FROM inserted"
+        )
+
+    def remove_many(self, table: str) -> sa.TextClause:
+        # three arrays: one statement text whatever the batch size
+        return sa.text(
+            f"DELETE FROM {table} WHERE (task_name, task_instance, version) IN "
+            "(SELECT * FROM unnest(CAST(:names AS text[]), CAST(:instances AS text[]), CAST(:versions AS bigint[]))) "
+            "RETURNING task_name, task_instance"
+        )
+
+    def remove_many_params(self, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
+        return {
+            "names": [k[0] for k in keys],
+            "instances": [k[1] for k in keys],
+            "versions": [k[2] for k in keys],
+        }
+
+    def lock_and_fetch_claim(
+        self, table: str, columns: str, condition: str, order: str, n: int
+    ) -> str | None:
+        return (
+            f"WITH locked AS (UPDATE {table} st1 SET picked = :true, picked_by = :picked_by, "
+            "last_heartbeat = :now, version = version + 1 "
+            f"WHERE (st1.task_name, st1.task_instance) IN (SELECT st2.task_name, st2.task_instance FROM {table} st2 "
+            f"WHERE {condition} ORDER BY {order}"
+            f"{self.lock_and_fetch_select_tail(n)}) RETURNING st1.*) "
+            f"SELECT {columns} FROM locked ORDER BY {order}"
+        )
+
+    def claim_one_locked(self, table: str, columns: str, key: str) -> str:
+        return (
+            f"UPDATE {table} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
+            f"version = version + 1 WHERE (task_name, task_instance) IN (SELECT task_name, "
+            f"task_instance FROM {table} WHERE {key} AND picked = :false AND execution_time <= :now "
+            f"FOR UPDATE SKIP LOCKED) RETURNING {columns}"
+        )

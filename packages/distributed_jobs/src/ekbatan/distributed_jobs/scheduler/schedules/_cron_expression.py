@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import MAXYEAR, date, datetime
+from typing import Any
 
 VALID_EXAMPLES = (
     "valid examples: 6 fields (Spring, seconds first) '0 0 12 * * ?' = every day at 12:00:00, "
@@ -70,7 +71,7 @@ _UNIX_DAY_OF_WEEK = _Field("day-of-week", 0, 7, 0, _DAYS)  # Unix "*/2" counts f
 # Day-of-month rules, evaluated per month: ("days", frozenset) | ("last", offset) |
 # ("last_weekday",) | ("nearest_weekday", n). Day-of-week: ("weekdays", frozenset of ISO
 # weekdays) | ("last_of", iso) | ("nth_of", iso, n).
-_Rule = tuple
+_Rule = tuple[Any, ...]
 
 
 class CronExpression:

@@ -6,7 +6,7 @@ import logging
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from ..clock import ensure_utc
+from .._clock import ensure_utc
 from ._cron_expression import CronExpression, CronSyntaxError
 from ._zones import gap_end, resolve_zone, scan_start, wall_of, wall_to_utc, zone_key
 from .base import NEVER, Schedule

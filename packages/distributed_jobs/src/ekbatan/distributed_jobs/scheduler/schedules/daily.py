@@ -6,7 +6,7 @@ import re
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from ..clock import ensure_utc
+from .._clock import ensure_utc
 from ._zones import resolve_zone, wall_of, wall_to_utc, zone_key
 from .base import NEVER, Schedule
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..clock import ensure_utc
+from .._clock import ensure_utc
 from .base import Schedule
 
 

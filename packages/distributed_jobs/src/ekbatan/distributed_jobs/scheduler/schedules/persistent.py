@@ -130,7 +130,7 @@ class PersistentCronSchedule:
             return NotImplemented
         return self._schedule == other._schedule and self._data == other._data
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as equal values compare their data
 
     def __repr__(self) -> str:
         return f"PersistentCronSchedule({self.pattern!r}, zone={self.zone_id!r}, data={self._data!r})"

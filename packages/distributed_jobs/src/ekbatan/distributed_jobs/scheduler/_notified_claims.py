@@ -1,0 +1,98 @@
+"""Claiming an execution straight from the notification that announced it (PostgreSQL).
+
+When another process schedules one execution due now, its notification names it. Waking the
+poller would cost a thread hand-off and, in fetch mode, a read of the due rows before the
+claim; on an idle machine each round trip and each wake-up of a sleeping thread costs about a
+millisecond. Instead, while a worker thread is free, the listener thread claims the named row
+with one ``UPDATE … RETURNING`` on its own connection, and a worker runs it: one round trip and
+one hand-off after the notification.
+
+Every process listening hears the same notification and tries; under the row lock exactly one
+claim wins, and the others change nothing. Polling stays the authority: whatever is not
+claimed here (no free worker, paused, task unknown to this process, statements being watched,
+an error) falls back to waking the poller.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._context import SchedulerState
+from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._listener import CandidateEventType, Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._runner import ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._wakeups import Wakeup
+from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.notified_claims")
+
+
+@dataclass(frozen=True, slots=True)
+class NotifiedClaims:
+    """Claims of notified executions for this scheduler's free worker threads.
+
+    Not used with priority ordering: a row claimed because it was announced would jump ahead of
+    due rows of higher priority.
+    """
+
+    repository: TaskRepository
+    runner: ExecutionRunner
+    pool: WorkerPool
+    clock: Clock
+    state: SchedulerState
+    listeners: Listeners
+    claims: QueuedClaims
+
+    def offer(self, wakeup: Wakeup, connection: Any) -> bool:
+        """Claim the execution ``wakeup`` names on ``connection`` (the listener's) and queue it
+        for a worker. False when this is not the moment — nothing named, not due yet, no free
+        worker, paused, stopping, an unknown task, statements being watched, or the claim
+        failed — and the caller should wake the poller instead."""
+        key = wakeup.key
+        if key is None or self.state.is_shutting_down or self.state.is_paused:
+            return False
+        now = self.clock.now()
+        if wakeup.due > now or self.repository.resolver.resolve(key.task_name) is None:
+            return False
+        # Only for an idle thread: with work queued, the poller's order (oldest due first) rules.
+        if self.pool.in_queue_or_processing >= self.pool.size or not self.repository.claims_notified:
+            return False
+        try:
+            claimed = self.repository.claim_notified(key, now, connection)
+        except Exception as exc:
+            log.warning("claiming notified execution %s failed (%s: %s)", key, type(exc).__name__, exc)
+            self._release(key, now)
+            return False
+        if claimed is None:
+            log.debug("notified execution %s was claimed elsewhere, is held or is gone", key)
+            self.listeners.on_candidate_event(CandidateEventType.ALREADY_PICKED)
+            return True
+        self.listeners.on_scheduler_event(SchedulerEventType.RAN_CLAIM_NOTIFIED)
+        # Queued like a lock-and-fetch claim, so it heartbeats should a worker be slow to come.
+        token = self.claims.add(claimed)
+        if not self.pool.submit(self.claims.job(token, self.runner, self.listeners)):
+            self.claims.take(token)
+            self.repository.unpick([claimed])  # stopping: hand it back rather than leave it picked
+        return True
+
+    def _release(self, key: TaskInstanceId, claimed_at: datetime) -> None:
+        """A claim whose statement failed may still have committed (the connection broke after
+        the commit, before the reply): nobody would run or heartbeat that row until it counts as
+        dead, so give it back; the poller then finds it."""
+        try:
+            if self.repository.release_notified(key, claimed_at):
+                log.info("gave back notified execution %s, claimed before the connection broke", key)
+        except Exception as exc:
+            log.warning(
+                "could not give back a possible claim of %s (%s: %s); if it landed, it is revived "
+                "once its heartbeat counts as dead",
+                key,
+                type(exc).__name__,
+                exc,
+            )

@@ -1,0 +1,71 @@
+"""The writes a completion, failure or dead-execution handler may make to the execution it
+was given — always against the version read when the execution was picked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler._serializers import Serializer
+
+
+class ExecutionOperations:
+    def __init__(
+        self,
+        repository: TaskRepository,
+        execution: Execution,
+        serializer: Serializer,
+        on_scheduled: Callable[[str, str, datetime], None] | None = None,
+        remover: Callable[[Execution], None] | None = None,
+    ) -> None:
+        self.repository = repository
+        self.execution = execution
+        self.serializer = serializer
+        self._on_scheduled = on_scheduled
+        self._remover = remover or repository.remove
+
+    def remove(self) -> None:
+        self._remover(self.execution)
+
+    def reschedule(self, complete: ExecutionComplete, next_time: datetime, new_data: Any = KEEP_DATA) -> None:
+        """Reschedule with the bookkeeping ``complete`` implies: a success resets the failure
+        count, a failure adds one to it; the other timestamp keeps its stored value."""
+        e = self.execution
+        last_success: datetime | None
+        last_failure: datetime | None
+        if complete.is_success:
+            last_success, last_failure, failures = complete.time_done, e.last_failure, 0
+        else:
+            last_success, last_failure, failures = (
+                e.last_success,
+                complete.time_done,
+                e.consecutive_failures + 1,
+            )
+        raw = KEEP_DATA if new_data is KEEP_DATA else self.serializer.serialize(new_data)
+        self.repository.reschedule(
+            e,
+            next_time,
+            last_success=last_success,
+            last_failure=last_failure,
+            consecutive_failures=failures,
+            new_data=raw,
+        )
+        if self._on_scheduled is not None:
+            self._on_scheduled(e.task_name, e.instance_id, next_time)
+
+    def remove_and_schedule_new(self, instance: TaskInstance[Any], execution_time: datetime) -> None:
+        """Replace this execution by ``instance`` at ``execution_time`` (one atomic update)."""
+        self.repository.replace(
+            self.execution,
+            instance.task_name,
+            instance.id,
+            execution_time,
+            self.serializer.serialize(instance.data),
+        )
+        if self._on_scheduled is not None:
+            self._on_scheduled(instance.task_name, instance.id, execution_time)

@@ -1,0 +1,276 @@
+"""Runs one picked execution on the calling worker thread: handler, then completion or
+failure handling, with the bookkeeping and events around them."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._completion import CompletionHandler, OnCompleteRemove
+from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
+from ekbatan.distributed_jobs.scheduler._context import (
+    CurrentlyExecuting,
+    ExecutionContext,
+    HeartbeatState,
+    SchedulerState,
+)
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, SerializationError
+from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
+from ekbatan.distributed_jobs.scheduler._listener import (
+    CandidateEventType,
+    ExecutionChain,
+    ExecutionInterceptor,
+    Listeners,
+    SchedulerEventType,
+)
+from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._outage import (
+    DEFAULT_OUTAGE_POLICY,
+    FailureLog,
+    OutagePolicy,
+    is_database_error,
+)
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._serializers import Serializer
+from ekbatan.distributed_jobs.scheduler._tasks import Task
+
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.execution")
+
+#: seconds before a known due time that the poller wakes to claim it. On an idle machine the
+#: first round trip after a sleep costs milliseconds (the CPUs and the server's process wake up
+#: too); started this early, the claim is in hand by the due time, and the worker waits out the
+#: rest: :meth:`ExecutionRunner.execute` never starts a handler before its due time.
+CLAIM_LEAD = 0.025
+
+
+class ExecutionRegistry:
+    """The executions inside a handler on this process right now (not merely queued)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, CurrentlyExecuting] = {}
+        self._tokens = itertools.count()
+
+    def add(self, currently: CurrentlyExecuting) -> int:
+        token = next(self._tokens)
+        with self._lock:
+            self._running[token] = currently
+        return token
+
+    def remove(self, token: int) -> None:
+        with self._lock:
+            self._running.pop(token, None)
+
+    def snapshot(self) -> list[CurrentlyExecuting]:
+        with self._lock:
+            return list(self._running.values())
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+
+class ExecutionRunner:
+    def __init__(
+        self,
+        *,
+        repository: TaskRepository,
+        serializer: Serializer,
+        clock: Clock,
+        listeners: Listeners,
+        interceptors: Sequence[ExecutionInterceptor],
+        registry: ExecutionRegistry,
+        state: SchedulerState,
+        client_factory: Callable[[], Any],
+        heartbeat_interval: timedelta,
+        missed_heartbeats_limit: int,
+        on_scheduled: Callable[[TaskInstanceId, datetime], None] | None,
+        async_runner: AsyncRunner,
+        failure_log_level: int = logging.WARNING,
+        failure_log_stack_trace: bool = True,
+        writer: CompletionBatcher | None = None,
+        outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
+    ) -> None:
+        self.repository = repository
+        # A stored due time may be up to this much before the one asked for (SQLite keeps
+        # milliseconds): wait that much longer, so nothing starts before the time asked for.
+        self._truncated_by = (repository.dialect.time_resolution - timedelta(microseconds=1)).total_seconds()
+        self.serializer = serializer
+        self.clock = clock
+        self.listeners = listeners
+        self.interceptors = tuple(interceptors)
+        self.registry = registry
+        self.state = state
+        self._client_factory = client_factory
+        self.heartbeat_interval = heartbeat_interval
+        self.missed_heartbeats_limit = missed_heartbeats_limit
+        self._on_scheduled = on_scheduled
+        self.async_runner = async_runner
+        self.failure_log_level = failure_log_level
+        self.failure_log_stack_trace = failure_log_stack_trace
+        self.writer = writer
+        self.remover = writer.remove if writer is not None else None
+        # A database gone under running executions fails every one's result alike: one line
+        # for the streak and a count now and then, not a traceback per execution.
+        self.write_failures = FailureLog(
+            "recording execution results (an unrecorded one stays picked, to be revived as dead and run again)",
+            log,
+            policy=outage,
+            retried=False,
+        )
+
+    def _ops_scheduled(self, task_name: str, instance_id: str, when: datetime) -> None:
+        if self._on_scheduled is not None:
+            self._on_scheduled(TaskInstanceId(task_name, instance_id), when)
+
+    def _decoder(self, task: Task[Any], execution: Execution) -> Callable[[], Any]:
+        def decode() -> Any:
+            try:
+                return self.serializer.deserialize(task.data_type, execution.raw_data)
+            except SerializationError as exc:
+                raise SerializationError(
+                    f"cannot decode the data of {execution.task_name}/{execution.instance_id}: {exc}"
+                ) from exc
+
+        return decode
+
+    def _invoke(self, task: Task[Any]) -> Callable[[TaskInstance[Any], ExecutionContext], CompletionHandler]:
+        def terminal(instance: TaskInstance[Any], ctx: ExecutionContext) -> CompletionHandler:
+            result = task.handler(instance, ctx)
+            if inspect.isawaitable(result):
+                result = self.async_runner.run(_awaited(result))
+            return task.completion_for(result)
+
+        return terminal
+
+    def execute(self, execution: Execution) -> None:
+        """Run a picked execution to the end (handler and handlers of its outcome)."""
+        now = self.clock.now()
+        early = (execution.execution_time - now).total_seconds() + self._truncated_by
+        if early > 0:
+            # Claimed just ahead of its due time (CLAIM_LEAD): the handler starts at it,
+            # never before. Bounded, so a clock that does not move cannot hold a worker.
+            time.sleep(min(early, CLAIM_LEAD))
+            now = self.clock.now()
+        task = self.repository.resolver.resolve(execution.task_name)
+        listeners = self.listeners
+        if task is None:
+            log.error("picked execution %s of an unknown task; it stays picked", execution)
+            listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+            return
+        instance: TaskInstance[Any] = TaskInstance(
+            execution.task_name,
+            execution.instance_id,
+            priority=execution.priority,
+            data_supplier=self._decoder(task, execution),
+        )
+        heartbeat = HeartbeatState(self.clock, now, self.heartbeat_interval, self.missed_heartbeats_limit)
+        currently = CurrentlyExecuting(execution, instance, self.clock, heartbeat)
+        token = self.registry.add(currently)
+        try:
+            if listeners:
+                listeners.on_candidate_event(CandidateEventType.EXECUTED)
+                listeners.on_execution_start(currently)
+            time_started = self.clock.now()
+            ctx = ExecutionContext(self.state, execution, self._client_factory(), currently)
+            ops = ExecutionOperations(
+                self.repository, execution, self.serializer, self._ops_scheduled, self.remover
+            )
+            try:
+                if self.interceptors:
+                    completion = ExecutionChain(self.interceptors, self._invoke(task)).proceed(instance, ctx)
+                else:
+                    completion = self._invoke(task)(instance, ctx)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                self._failed(task, execution, instance, ops, time_started, exc)
+                return
+            complete = ExecutionComplete.success(execution, time_started, self.clock.now(), instance)
+            if self.writer is not None and type(completion) is OnCompleteRemove:
+                # The common one-time case: the writer deletes it with others in one commit;
+                # this worker moves on. Listeners still hear of it only once it is written.
+                self.writer.submit(execution, lambda error: self._completed(complete, error))
+                return
+            try:
+                completion.complete(complete, ops)
+            except Exception as exc:
+                self._completed(complete, exc)
+            else:
+                self._completed(complete, None)
+        finally:
+            self.registry.remove(token)
+
+    def _completed(self, complete: ExecutionComplete, error: BaseException | None) -> None:
+        listeners = self.listeners
+        if isinstance(error, ExecutionError):
+            log.warning(
+                "result of %s not recorded: the row changed meanwhile (revived or taken over by another "
+                "instance?): %s",
+                complete.execution,
+                error,
+            )
+        elif error is not None and is_database_error(error):
+            self.write_failures.failed(error)
+        elif error is not None:
+            log.error(
+                "completion handler of %s failed; the execution will likely remain picked and be handled "
+                "as dead later",
+                complete.execution,
+                exc_info=error,
+            )
+        else:
+            self.write_failures.succeeded()
+        if error is not None:
+            listeners.on_scheduler_event(SchedulerEventType.COMPLETIONHANDLER_ERROR)
+            listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+        if listeners:
+            listeners.on_execution_complete(complete)
+
+    def _failed(
+        self,
+        task: Task[Any],
+        execution: Execution,
+        instance: TaskInstance[Any],
+        ops: ExecutionOperations,
+        time_started: datetime,
+        exc: BaseException,
+    ) -> None:
+        if self.failure_log_level:
+            log.log(
+                self.failure_log_level,
+                "execution %s failed: %s: %s",
+                execution,
+                type(exc).__name__,
+                exc,
+                exc_info=exc if self.failure_log_stack_trace else None,
+            )
+        complete = ExecutionComplete.failure(execution, time_started, self.clock.now(), exc, instance)
+        try:
+            task.failure_handler.on_failure(complete, ops)
+        except Exception as error:
+            if is_database_error(error):
+                self.write_failures.failed(error)
+            else:
+                log.exception(
+                    "failure handler of %s failed; the execution will likely remain picked and be handled "
+                    "as dead later",
+                    execution,
+                )
+            self.listeners.on_scheduler_event(SchedulerEventType.FAILUREHANDLER_ERROR)
+            self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+        finally:
+            if self.listeners:
+                self.listeners.on_execution_complete(complete)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,551 @@
+"""The scheduler: a poller, a heartbeat loop, a dead-execution loop and a worker pool around
+one ``scheduled_tasks`` table. Several processes (or machines) may run one each against the
+same table; the versioned claim lets exactly one of them run each due execution.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._background import RepeatingLoop
+from ekbatan.distributed_jobs.scheduler._builder import (
+    SchedulerBuilder,
+    SchedulerOptions,
+    default_scheduler_name,
+)
+from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
+from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
+from ekbatan.distributed_jobs.scheduler._contention import ClaimContention
+from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
+from ekbatan.distributed_jobs.scheduler._dead_execution_detection import DeadExecutionDetector
+from ekbatan.distributed_jobs.scheduler._driver_statements import driver_path_available
+from ekbatan.distributed_jobs.scheduler._errors import TableSchemaError
+from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._heartbeat import HeartbeatUpdater
+from ekbatan.distributed_jobs.scheduler._listener import (
+    Listeners,
+    SchedulerEventType,
+)
+from ekbatan.distributed_jobs.scheduler._notified_claims import NotifiedClaims
+from ekbatan.distributed_jobs.scheduler._outage import FailureLog, check_connection
+from ekbatan.distributed_jobs.scheduler._polling import (
+    AutoStrategy,
+    ClaimSizing,
+    FetchStrategy,
+    LockAndFetchStrategy,
+    PollingKind,
+    PollingStrategyConfig,
+    PollLoop,
+)
+from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._runner import ExecutionRegistry, ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._session_setup import install_session_setup
+from ekbatan.distributed_jobs.scheduler._tasks import Task
+from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._wakeups import NotificationListener, Wakeup, channel_for
+from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
+
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")
+
+
+class Scheduler(SchedulerClient):
+    """Create with :meth:`create`; see :class:`SchedulerBuilder` for the options."""
+
+    @staticmethod
+    # a different signature on purpose: a scheduler is built with options, a client is not
+    def create(engine: sa.Engine, *tasks: Task[Any]) -> SchedulerBuilder:  # type: ignore[override]
+        return SchedulerBuilder(engine, tasks)
+
+    def __init__(self, options: SchedulerOptions, tasks: list[Task[Any]], dialect: SqlDialect) -> None:
+        self.options = options
+        self.name = options.name or default_scheduler_name()
+        self.threads = options.threads
+        self.polling_interval = options.polling_interval
+        self.heartbeat_interval = options.heartbeat_interval
+        self.missed_heartbeats_limit = options.missed_heartbeats_limit
+        self.shutdown_max_wait = options.shutdown_max_wait
+        self._startup_tasks = list(options.startup_tasks)
+        # start-up tasks whose on_startup has not succeeded yet (the database was down): the
+        # poller tries them again before each poll until they have
+        self._pending_startup = list(self._startup_tasks)
+        self.outage = options.outage
+        self._startup_failures = FailureLog("scheduling start-up tasks", log, policy=self.outage)
+        self._state_lock = threading.Lock()
+        self._started = False
+        self._shutting_down = False
+        self._paused = False
+
+        self.listeners = Listeners(options.listeners)
+        resolver = TaskResolver(
+            tasks,
+            on_unresolved=lambda _name: self.listeners.on_scheduler_event(SchedulerEventType.UNRESOLVED_TASK),
+        )
+        install_session_setup(options.engine, dialect)
+        repository = TaskRepository(
+            options.engine,
+            dialect,
+            resolver,
+            table_name=options.table_name,
+            picked_by=self.name,
+            priority_enabled=options.priority,
+            notify_channel=channel_for(options.table_name) if options.listen_notify else None,
+        )
+        super().__init__(
+            options.engine,
+            serializer=options.serializer,
+            clock=options.clock,
+            _repository=repository,
+            _on_scheduled=self._on_execution_scheduled,
+        )
+        # Startup scheduling writes without listeners: no immediate-execution hints before
+        # the poller even runs.
+        self._startup_client = SchedulerClient(
+            options.engine, serializer=options.serializer, clock=options.clock, _repository=repository
+        )
+        self.waiter = Waiter()
+        self.registry = ExecutionRegistry()
+        self.completion_batcher = CompletionBatcher(repository) if options.batch_completions else None
+        self.async_runner = AsyncRunner()
+        self.runner = ExecutionRunner(
+            repository=repository,
+            serializer=self.serializer,
+            clock=self.clock,
+            listeners=self.listeners,
+            interceptors=options.interceptors,
+            registry=self.registry,
+            state=self,
+            client_factory=lambda: self,
+            heartbeat_interval=self.heartbeat_interval,
+            missed_heartbeats_limit=self.missed_heartbeats_limit,
+            on_scheduled=self._on_execution_scheduled,
+            async_runner=self.async_runner,
+            failure_log_level=options.failure_log_level,
+            failure_log_stack_trace=options.failure_log_stack_trace,
+            writer=self.completion_batcher,
+            outage=self.outage,
+        )
+        self.queued_claims = QueuedClaims()
+        self.heartbeats = HeartbeatUpdater(
+            repository, self.registry, self.clock, self.listeners, self.queued_claims, outage=self.outage
+        )
+        self.dead_executions = DeadExecutionDetector(
+            repository,
+            self.serializer,
+            self.clock,
+            self.listeners,
+            self.heartbeat_interval * self.missed_heartbeats_limit,
+            options.delete_unresolved_after,
+            on_scheduled=lambda name, instance_id, when: self._on_execution_scheduled(
+                TaskInstanceId(name, instance_id), when
+            ),
+        )
+        self.lower_limit, self.upper_limit = options.strategy.limits(self.threads)
+        self.strategy_config = options.strategy
+        self._pool: WorkerPool | None = None
+        self._poller: PollLoop | None = None
+        self._heartbeat_loop: RepeatingLoop | None = None
+        self._dead_loop: RepeatingLoop | None = None
+        self._listener: NotificationListener | None = None
+        self._notified_claims: NotifiedClaims | None = None
+        self._atexit_registered = False
+
+    # ------------------------------------------------------------------ state
+    @property
+    def is_started(self) -> bool:
+        return self._started
+
+    @property
+    def is_shutting_down(self) -> bool:
+        return self._shutting_down
+
+    @property
+    def is_paused(self) -> bool:
+        return self._paused
+
+    @property
+    def last_successful_poll(self) -> datetime | None:
+        """When the poller last completed a poll without an error, by the scheduler's clock
+        (None before the first one): a health check's measure of a working poller."""
+        return None if self._poller is None else self._poller.last_successful_poll
+
+    @property
+    def scheduler_state(self) -> Scheduler:
+        return self
+
+    def pause(self) -> None:
+        """Stop fetching new executions; running ones, heartbeats and dead detection go on."""
+        if not self._paused:
+            self._paused = True
+            log.info("scheduler %s paused polling", self.name)
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            log.info("scheduler %s resumed polling", self.name)
+            self.trigger_check_for_due_executions()
+
+    def trigger_check_for_due_executions(self) -> None:
+        self.waiter.wake_or_skip_next_wait()
+
+    def get_currently_executing(self) -> list[CurrentlyExecuting]:
+        return self.registry.snapshot()
+
+    def get_currently_executing_with_stale_heartbeat(self) -> list[CurrentlyExecuting]:
+        return [c for c in self.registry.snapshot() if c.heartbeat_state.has_stale_heartbeat]
+
+    def get_failing_executions(self, failing_longer_than: timedelta) -> list[Execution]:
+        return self.repository.get_executions_failing_longer_than(self.clock.now() - failing_longer_than)
+
+    # ------------------------------------------------------------------ wake-ups
+    def _on_execution_scheduled(
+        self, key: TaskInstanceId, execution_time: datetime, *, committing: bool = False
+    ) -> None:
+        self.listeners.on_execution_scheduled(key, execution_time)
+        # ``committing``: told from inside the caller's commit, which has not landed yet;
+        # poll a moment later rather than into a transaction still in flight.
+        self._due_at(execution_time, margin=0.01 if committing else 0.0)
+
+    def _on_notification(self, wakeup: Wakeup, connection: Any) -> None:
+        """Someone scheduled something: claim it for a free worker, or wake the poller."""
+        claims = self._notified_claims
+        if claims is not None and claims.offer(wakeup, connection):
+            return
+        self._due_at(wakeup.due)
+
+    def _due_at(self, execution_time: datetime, margin: float = 0.0) -> None:
+        """Something becomes due at ``execution_time``: poll then, not a whole interval later."""
+        if not self._started or self._shutting_down:
+            return
+        delay = (execution_time - self.clock.now()).total_seconds()
+        if delay <= 0:
+            if not self.options.immediate_execution:
+                return
+            if margin <= 0:
+                self.waiter.wake_or_skip_next_wait()
+                return
+            if self._poller is not None:
+                self._poller.recheck_soon()  # the commit may land only after the first poll
+        if delay >= self.polling_interval.total_seconds():
+            return
+        # A local timer for the earliest due time we know of, instead of a whole interval. For a
+        # future due time it rings a little early (the poller claims then, due time included).
+        if delay > margin and self._poller is not None:
+            self.waiter.wake_by(self._poller.announce(execution_time))
+        else:
+            self.waiter.wake_by(max(delay, margin))
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        with self._state_lock:
+            if self._started:
+                log.warning("scheduler %s is already started", self.name)
+                return
+            if self._shutting_down:
+                raise RuntimeError(f"scheduler {self.name} was stopped; build a new one to start again")
+            self._started = True
+        try:
+            self._start()
+        except BaseException:
+            # nothing of a failed start may go on running: stop what did start
+            self.stop()
+            raise
+
+    def check_database(self) -> None:
+        """Connect once through the engine, with a bounded connect timeout, and raise what the
+        driver raised: a wrong password, an unknown database or an unreachable host fails here,
+        before any thread runs. ``start()`` does not call it; the scheduler's loops retry on
+        their own while the database is down."""
+        check_connection(self.repository.engine)
+
+    @property
+    def startup_tasks_pending(self) -> list[str]:
+        """Names of start-up tasks not scheduled yet because their ``on_startup`` failed (the
+        database was down at start); the poller retries them."""
+        return [task.name for task in self._pending_startup]
+
+    def _start(self) -> None:
+        log.info(
+            "starting scheduler %s: threads=%d, polling=%s (%s, limits %d/%d), heartbeat=%s x %d, "
+            "immediate=%s, priority=%s, table=%s, dialect=%s",
+            self.name,
+            self.threads,
+            self.polling_interval,
+            self.strategy_config.kind,
+            self.lower_limit,
+            self.upper_limit,
+            self.heartbeat_interval,
+            self.missed_heartbeats_limit,
+            self.options.immediate_execution,
+            self.options.priority,
+            self.repository.table_name,
+            self.repository.dialect.name,
+        )
+        self._detect_columns()
+        self.run_startup_tasks()
+        if self.completion_batcher is not None:
+            self.completion_batcher.start()
+        self._pool = WorkerPool(self.threads, name=f"ekbatan-worker-{self.name}")
+        self._poller = PollLoop(
+            self._strategy(self._pool),
+            self.repository,
+            self.clock,
+            self,
+            self.listeners,
+            self.polling_interval,
+            self.waiter,
+            before_poll=self._retry_startup_tasks,
+            outage=self.outage,
+        )
+        self._poller.start()
+        self._start_listening()
+        hb = self.heartbeat_interval.total_seconds()
+
+        def unexpected(_exc: BaseException) -> None:
+            self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+
+        self._heartbeat_loop = RepeatingLoop(
+            "ekbatan-heartbeat",
+            self.heartbeats.run_once,
+            lambda: hb,
+            unexpected,
+            what="heartbeats",
+            outage=self.outage,
+        )
+        self._dead_loop = RepeatingLoop(
+            "ekbatan-dead-executions",
+            self.dead_executions.run_once,
+            lambda: 2 * hb,
+            unexpected,
+            what="detecting dead executions",
+            outage=self.outage,
+        )
+        self._heartbeat_loop.start()
+        self._dead_loop.start()
+        if self.options.shutdown_hook and not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+
+    def _strategy(self, pool: WorkerPool) -> FetchStrategy | LockAndFetchStrategy | AutoStrategy:
+        def lock_and_fetch(sizing: ClaimSizing | None = None) -> LockAndFetchStrategy:
+            return LockAndFetchStrategy(
+                self.repository,
+                self.runner,
+                pool,
+                self.clock,
+                self.listeners,
+                self.lower_limit,
+                self.upper_limit,
+                self.trigger_check_for_due_executions,
+                self.queued_claims,
+                sizing,
+            )
+
+        def fetch(lower: int = self.lower_limit, upper: int = self.upper_limit) -> FetchStrategy:
+            return FetchStrategy(
+                self.repository,
+                self.runner,
+                pool,
+                self.clock,
+                self,
+                self.listeners,
+                lower,
+                upper,
+                self.trigger_check_for_due_executions,
+                # Sampling reorders rows across instances, which a priority order must not suffer.
+                ClaimContention(enabled=not self.options.priority),
+            )
+
+        kind = self.strategy_config.kind
+        if kind is PollingKind.LOCK_AND_FETCH:
+            return lock_and_fetch()
+        if kind is PollingKind.FETCH:
+            return fetch()
+        # With priorities, nothing is claimed beyond the free threads: a higher priority falling
+        # due must not wait behind claimed lower ones in the local queue.
+        sizing = None if self.options.priority else ClaimSizing(self.threads)
+        return AutoStrategy(
+            self.repository,
+            lambda: lock_and_fetch(sizing),
+            lambda: fetch(*PollingStrategyConfig.fetch().limits(self.threads)),
+        )
+
+    def _start_listening(self) -> None:
+        """On PostgreSQL, hear other processes' schedules: claim what they name, or wake the poller."""
+        channel = self.repository.notify_channel
+        if channel is None:
+            return
+        if not driver_path_available(self.repository.engine):
+            log.info(
+                "scheduler %s: listening for notifications needs the psycopg (3) driver, not %s; "
+                "other processes' schedules are found by polling",
+                self.name,
+                self.repository.engine.dialect.driver,
+            )
+            return
+        assert self._pool is not None
+        if self.options.immediate_execution and not self.options.priority:
+            self._notified_claims = NotifiedClaims(
+                repository=self.repository,
+                runner=self.runner,
+                pool=self._pool,
+                clock=self.clock,
+                state=self,
+                listeners=self.listeners,
+                claims=self.queued_claims,
+            )
+        self._listener = NotificationListener(
+            self.repository.engine, channel, self._on_notification, outage=self.outage
+        )
+        self._listener.start()
+
+    def _detect_columns(self) -> None:
+        """Look up the table's optional ``priority`` column now, so that ``enable_priority()`` on
+        a table without it fails here; with the database unreachable, the first statement that
+        needs it looks it up instead."""
+        try:
+            self.repository.detect_columns()
+        except TableSchemaError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            log.info(
+                "scheduler %s: cannot read the columns of %s yet (%s); looked up again on first use",
+                self.name,
+                self.repository.table_name,
+                type(exc).__name__,
+            )
+
+    def run_startup_tasks(self) -> None:
+        """Run ``on_startup`` of each start-up task not yet done; a failing one stays pending."""
+        now = self.clock.now()
+        for task in list(self._pending_startup):
+            try:
+                task.on_startup(self._startup_client, now)
+            except Exception as exc:
+                self._startup_failures.failed(exc)
+                self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+            else:
+                self._pending_startup.remove(task)
+        if not self._pending_startup:
+            self._startup_failures.succeeded()
+
+    def _retry_startup_tasks(self) -> None:
+        if self._pending_startup:
+            self.run_startup_tasks()
+
+    def stop(self, *, poller_wait: float = 5.0) -> None:
+        """Stop polling, let running executions finish (two phases of ``shutdown_max_wait``),
+        then stop heartbeats. An execution still running after that is abandoned: its row
+        stays picked and another instance revives it once its heartbeat is old enough."""
+        with self._state_lock:
+            if self._shutting_down:
+                # a second stop(), or one after a failed start() cleaned up, is harmless
+                log.info("scheduler %s is already stopped or stopping", self.name)
+                return
+            self._shutting_down = True
+        if self._atexit_registered:
+            atexit.unregister(self.stop)
+            self._atexit_registered = False
+        if not self._started:
+            self.async_runner.stop()  # a manually driven scheduler may have run async handlers
+            return
+        log.info("stopping scheduler %s", self.name)
+        self.waiter.wake_or_skip_next_wait()
+        if self._listener is not None:
+            self._listener.stop()
+        if self._poller is not None and not self._poller.join(poller_wait):
+            log.warning("the poller of %s did not stop within %.1fs", self.name, poller_wait)
+        started = time.monotonic()
+        if self._pool is not None:
+            self._drain_workers()
+        if self.completion_batcher is not None:
+            self.completion_batcher.stop()  # what finished is written before heartbeats stop
+        waited = time.monotonic() - started
+        if self.shutdown_max_wait > timedelta(minutes=1) and waited >= self.shutdown_max_wait.total_seconds():
+            log.info("shutdown waited %.0fs; lower shutdown_max_wait to stop faster", waited)
+        for loop in (self._heartbeat_loop, self._dead_loop):
+            if loop is not None:
+                loop.stop()
+        self.async_runner.stop()
+        self._started = False
+        log.info("scheduler %s stopped", self.name)
+
+    def _drain_workers(self) -> None:
+        pool = self._pool
+        assert pool is not None
+        pool.stop_accepting()
+        self._give_back_queued_claims()
+        max_wait = self.shutdown_max_wait.total_seconds()
+        if not pool.wait_idle(max_wait):
+            log.warning(
+                "executions still running after %.1fs; cancelling queued ones and interrupting async "
+                "ones, then waiting up to %.1fs more",
+                max_wait,
+                max_wait,
+            )
+            dropped = pool.discard_queued()
+            cancelled = self.async_runner.cancel_all()
+            log.info("dropped %d queued and cancelled %d async execution(s)", dropped, cancelled)
+            if not pool.wait_idle(max_wait):
+                still = ", ".join(str(c.execution) for c in self.registry.snapshot())
+                log.warning(
+                    "abandoning executions still running: %s; their rows stay picked and will be revived "
+                    "as dead executions",
+                    still or "(none registered)",
+                )
+        pool.close()
+
+    def _give_back_queued_claims(self) -> None:
+        """Claimed rows no worker has started: unpicked (at their version) for any instance to
+        run, instead of run while the process stops or left picked until found dead."""
+        released = self.queued_claims.release_all()
+        if released:
+            self.repository.unpick(released)
+            log.info(
+                "scheduler %s gave back %d claimed execution(s) it had not started", self.name, len(released)
+            )
+
+    def __enter__(self) -> Scheduler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ driving by hand
+    def run_any_due_executions(self) -> int:
+        """Fetch, claim and run due executions on the calling thread (tests, manual drivers).
+
+        Returns how many this call executed.
+        """
+        executed = 0
+        while True:
+            due = self.repository.get_due(self.clock.now(), max(self.upper_limit, 1))
+            ran = 0
+            for candidate in due:
+                picked = self.repository.pick(candidate, self.clock.now())
+                if picked is not None:
+                    self.runner.execute(picked)
+                    ran += 1
+            executed += ran
+            if len(due) < max(self.upper_limit, 1) or ran == 0:
+                return executed
+
+    def run_dead_execution_detection(self) -> None:
+        self.dead_executions.run_once()
+
+    def run_heartbeats(self) -> None:
+        self.heartbeats.run_once()
+
+    def __repr__(self) -> str:
+        return f"Scheduler(name={self.name!r}, started={self._started}, table={self.repository.table_name!r})"

@@ -1,0 +1,58 @@
+"""Which task names this process knows, and the ones it met in the table but does not.
+
+Rows of unknown task names stay in the table for other instances that may know them (rolling
+upgrades, canaries); this instance only excludes them from its queries and, after
+``delete_unresolved_after``, deletes them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ekbatan.distributed_jobs.scheduler._tasks import Task
+
+
+class TaskResolver:
+    def __init__(self, tasks: Iterable[Task[Any]], on_unresolved: Any = None) -> None:
+        self._tasks: dict[str, Task[Any]] = {}
+        for task in tasks:
+            if task.name in self._tasks:
+                raise ValueError(f"two tasks are named {task.name!r}; task names must be unique")
+            self._tasks[task.name] = task
+        self._lock = threading.Lock()
+        self._unresolved: dict[str, datetime] = {}
+        self._unresolved_names: tuple[str, ...] = ()
+        self._on_unresolved = on_unresolved
+
+    def resolve(self, task_name: str) -> Task[Any] | None:
+        return self._tasks.get(task_name)
+
+    @property
+    def tasks(self) -> Mapping[str, Task[Any]]:
+        return self._tasks
+
+    def add_unresolved(self, task_name: str, execution_time: datetime) -> None:
+        """Remember an unknown name; its age counts from the row's ``execution_time``."""
+        with self._lock:
+            if task_name in self._unresolved:
+                return
+            self._unresolved[task_name] = execution_time
+            self._unresolved_names = tuple(self._unresolved)
+        if self._on_unresolved is not None:
+            self._on_unresolved(task_name)
+
+    def unresolved_names(self) -> tuple[str, ...]:
+        return self._unresolved_names
+
+    def unresolved(self) -> dict[str, datetime]:
+        with self._lock:
+            return dict(self._unresolved)
+
+    def forget_unresolved(self, task_name: str) -> None:
+        with self._lock:
+            self._unresolved.pop(task_name, None)
+            self._unresolved_names = tuple(self._unresolved)
