@@ -157,9 +157,15 @@ class ExecutionRunner:
         early = (execution.execution_time - now).total_seconds() + self._truncated_by
         if early > 0:
             # Claimed just ahead of its due time (CLAIM_LEAD): the handler starts at it,
-            # never before. Bounded, so a clock that does not move cannot hold a worker.
-            time.sleep(min(early, CLAIM_LEAD))
-            now = self.clock.now()
+            # never before. The wall clock is read again after each sleep (a sleep is timed on
+            # the monotonic clock, and a poll may wake a little more than CLAIM_LEAD ahead on a
+            # busy host); the whole wait is bounded, so a clock that does not move cannot hold
+            # a worker.
+            give_up = time.monotonic() + 2 * CLAIM_LEAD + self._truncated_by
+            while early > 0 and (left := give_up - time.monotonic()) > 0:
+                time.sleep(min(early, left))
+                now = self.clock.now()
+                early = (execution.execution_time - now).total_seconds() + self._truncated_by
         task = self.repository.resolver.resolve(execution.task_name)
         listeners = self.listeners
         if task is None:
