@@ -49,6 +49,7 @@ from ekbatan.core import (
     ShardIdentifier,
     TransactionManager,
 )
+from ekbatan.core.persistence import install_idle_ping
 from ekbatan.local_event_handler import (
     EventEnvelope,
     EventHandler,
@@ -214,6 +215,10 @@ def main() -> int:
     threading.Thread(target=watch_stdin, name="stdin", daemon=True).start()
 
     app = sa.create_engine(args.url, pool_size=10, max_overflow=10, pool_timeout=60)
+    # as the docs advise for engines built by hand: a connection idle past 0.5 s is checked
+    # before use, so after a database restart the handlers' first writes do not fail and wait
+    # out a retry backoff
+    install_idle_ping(app)
     shard_pool = ConnectionProvider.from_url(args.url, maximum_pool_size=8)
     manager = TransactionManager(shard_pool, shard=SHARD, eventlog_schema=args.eventlog)
     database_registry = DatabaseRegistry([manager], default_shard=SHARD)
@@ -240,6 +245,7 @@ def main() -> int:
         event_handler_registry=handlers.build(),
     )
     jobs_pool = sa.create_engine(args.url, pool_size=5, max_overflow=5)
+    install_idle_ping(jobs_pool)
     limit = args.missed_heartbeats
     registry = (
         JobRegistry.builder()
