@@ -3,7 +3,7 @@ threads 10) against pgqueuer's defaults on PostgreSQL, and against the batch-pic
 batched-delete ceiling on MariaDB; 1 and 4 processes, the two sides taking turns round by round
 so that the load of a shared host drifts over both alike. Ratios are per round, then the median.
 
-``python -m bench.defaults_ab [rounds]`` (default 3; needs ``bench/.venv-peers``, see README).
+``python -m bench.defaults_ab [rounds]`` (default 3; creates ``bench/.venv-peers`` from PyPI on first use, see README).
 Nothing is written to ``bench/out``: it prints its figures.
 """
 
