@@ -70,6 +70,8 @@ class TableAccess:
         self.priority_enabled = priority_enabled
         #: whether the table has the optional ``priority`` column; None until first looked up
         self._has_priority: bool | None = None
+        #: what ``SELECT VERSION()`` said, where the version decides the polling strategy
+        self.server_version: str | None = None
         self._columns_lock = threading.Lock()
         self._statements: dict[tuple[str, str, int], sa.TextClause] = {}
         self._prepare_statements()

@@ -130,11 +130,12 @@ class Claims(TableAccess):
         if query is None:
             return self.dialect.supports_skip_locked("")
         with self._reading() as conn:
-            self.server_version = str(conn.exec_driver_sql(query).scalar())
-        return self.dialect.supports_skip_locked(self.server_version)
+            version = str(conn.exec_driver_sql(query).scalar())
+        self.server_version = version
+        return self.dialect.supports_skip_locked(version)
 
     def server_description(self) -> str:
-        version = getattr(self, "server_version", None)
+        version = self.server_version
         return self.dialect.name if version is None else f"{self.dialect.name} server {version}"
 
     def lock_and_fetch(self, now: datetime, limit: int) -> list[Execution]:
