@@ -265,3 +265,46 @@ def test_require_database_false_starts_degraded_instead_of_failing(tmp_path, how
         assert runtime.job_registry.scheduler.startup_tasks_pending  # written once it answers
     finally:
         ekbatan.stop(app)
+
+
+def test_the_health_blueprint_reports_readiness(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    migrate(load_settings(config))
+    app, ekbatan = wallet_app(config, container=AppContainer(), name="probed_wallet", EKBATAN_AUTOSTART=False)
+    app.register_blueprint(ekbatan.health_blueprint())
+    app.register_blueprint(ekbatan.health_blueprint("/strict", max_failing_tasks=0, name="strict_health"))
+    client = app.test_client()
+    try:
+        not_started = client.get("/health/ekbatan")
+        assert not_started.status_code == 503
+        assert not_started.get_json()["reason"] == "ekbatan is not started"
+
+        ekbatan.start(app)
+
+        def ready() -> bool:
+            return client.get("/health/ekbatan").status_code == 200
+
+        wait_until(ready, timeout=30, message="ready after the first successful poll")
+        report = client.get("/strict").get_json()
+        assert report["status"] == "ok" and report["scheduler"]["failing_tasks"] == 0
+        assert report["scheduler"]["running"] is True
+    finally:
+        ekbatan.stop(app)
+    stopped = client.get("/health/ekbatan")
+    assert stopped.status_code == 503 and stopped.get_json()["status"] == "unavailable"
+
+
+def test_the_health_blueprint_answers_503_while_the_database_is_missing(tmp_path):
+    config = application_yml(tmp_path, UNREACHABLE_URL)
+    app, ekbatan = wallet_app(
+        config, container=AppContainer(), name="degraded_probe", EKBATAN_REQUIRE_DATABASE=False
+    )
+    app.register_blueprint(ekbatan.health_blueprint(count_failing_tasks=False))
+    try:
+        response = app.test_client().get("/health/ekbatan")  # the first request starts it, degraded
+        assert ekbatan.started(app)
+        assert response.status_code == 503
+        assert "has not polled yet" in response.get_json()["reason"]
+        assert "nowhere" not in response.get_data(as_text=True)  # no configuration in the report
+    finally:
+        ekbatan.stop(app)

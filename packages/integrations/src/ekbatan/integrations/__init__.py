@@ -8,7 +8,9 @@ loads only the framework it uses:
 * ``ekbatan.integrations.di`` — ``EkbatanContainer`` (extra ``[di]``);
 * ``ekbatan.integrations.fastapi`` — ``ekbatan_lifespan(config, packages)``, dependencies,
   ``run_action``, ``health_router()`` (extra ``[fastapi]``);
-* ``ekbatan.integrations.flask`` — the ``Ekbatan`` Flask extension (extra ``[flask]``);
+* ``ekbatan.integrations.flask`` — the ``Ekbatan`` Flask extension and its
+  ``health_blueprint()`` (extra ``[flask]``);
+* ``ekbatan.integrations.health`` — ``health_report(runtime)``, the readiness report both serve;
 * ``ekbatan.integrations.cli`` — the ``ekbatan`` command line (console script ``ekbatan``);
 * ``ekbatan.integrations.task_views`` — the operator's view of ``scheduled_tasks``.
 """

@@ -42,12 +42,13 @@ import threading
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 try:
     import click
-    from flask import Flask, appcontext_pushed, current_app, has_app_context
+    from flask import Blueprint, Flask, Response, appcontext_pushed, current_app, has_app_context, jsonify
     from flask.cli import AppGroup
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -61,6 +62,7 @@ from ekbatan.core.sharding import resolve_jobs_config
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.cli.tables import format_time, render_table
 from ekbatan.integrations.discovery import scan
+from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
 from ekbatan.integrations.runtime import DEFAULT_CONFIG, EkbatanRuntime, build_runtime, load
 from ekbatan.integrations.task_views import list_tasks
 
@@ -253,6 +255,37 @@ class Ekbatan:
         """Whether the job registry of ``app`` runs in this process."""
         runtime = self._state(app)[1].runtime
         return runtime is not None and runtime.started
+
+    def health_blueprint(
+        self,
+        path: str = "/health/ekbatan",
+        *,
+        max_poll_age: timedelta | None = None,
+        max_failing_tasks: int | None = None,
+        count_failing_tasks: bool = True,
+        failing_tasks_cache: timedelta = FAILING_TASKS_CACHE,
+        name: str = "ekbatan_health",
+    ) -> Blueprint:
+        """A blueprint with one readiness endpoint, ``GET path``: 200 when ready, else 503, with
+        the JSON report of :func:`~ekbatan.integrations.health.health_report` (the same as
+        FastAPI's ``health_router``). Register it with ``app.register_blueprint(...)``. Like any
+        request, the probe's first call starts Ekbatan unless ``EKBATAN_AUTOSTART`` is off; not
+        started, it answers 503 "ekbatan is not started"."""
+        blueprint = Blueprint(name, __name__)
+
+        @blueprint.get(path)
+        def ekbatan_health() -> tuple[Response, int]:
+            state = self._states.get(_app_of_this_context())
+            ready, report = health_report(
+                None if state is None else state.runtime,
+                max_poll_age=max_poll_age,
+                max_failing_tasks=max_failing_tasks,
+                count_failing_tasks=count_failing_tasks,
+                failing_tasks_cache=failing_tasks_cache,
+            )
+            return jsonify(report), 200 if ready else 503
+
+        return blueprint
 
     # ------------------------------------------------------------------ when to start
     def _start_on_first_request(self) -> None:

@@ -1,0 +1,109 @@
+"""Whether this process's Ekbatan is ready, for the frameworks' health endpoints (FastAPI's
+``health_router``, Flask's ``Ekbatan.health_blueprint``) and for any probe of your own:
+:func:`health_report` depends on no web framework."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from ekbatan.integrations.runtime import EkbatanRuntime
+
+__all__ = ["FAILING_TASKS_CACHE", "health_report"]
+
+#: how long a health report reuses the failing-task count it read (per runtime)
+FAILING_TASKS_CACHE = timedelta(seconds=5)
+
+
+class _FailingTasksCount:
+    """The failing-task count read at most once per ``max_age``: a probe hammered by many
+    callers reads ``scheduled_tasks`` once per interval, whatever the request rate. A failed
+    read is kept as long, so a database in trouble is not hammered either."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._value: int | str = 0  # the count, or the type name of the error reading it
+
+    def get(self, runtime: EkbatanRuntime, max_age: float) -> int | str:
+        with self._lock:  # one reader at a time; the others then find its fresh value
+            if self._read_at is None or time.monotonic() - self._read_at >= max_age:
+                try:
+                    summary = runtime.scheduler_client.get_scheduled_executions_summary_by_task()
+                    self._value = sum(task.failing_count for task in summary)
+                except Exception as error:
+                    # the error's type only: its text may carry a URL or a statement
+                    self._value = type(error).__name__
+                self._read_at = time.monotonic()
+            return self._value
+
+
+def _failing_tasks(runtime: EkbatanRuntime, max_age: timedelta) -> int | str:
+    with runtime._lock:
+        if runtime._failing_tasks is None:
+            runtime._failing_tasks = _FailingTasksCount()
+        counter: _FailingTasksCount = runtime._failing_tasks
+    return counter.get(runtime, max_age.total_seconds())
+
+
+def health_report(
+    runtime: EkbatanRuntime | None,
+    *,
+    max_poll_age: timedelta | None = None,
+    max_failing_tasks: int | None = None,
+    count_failing_tasks: bool = True,
+    failing_tasks_cache: timedelta = FAILING_TASKS_CACHE,
+) -> tuple[bool, dict[str, Any]]:
+    """``(ready, report)`` of this process's Ekbatan; blocking (it may query ``scheduled_tasks``).
+
+    Ready means: the runtime is started and, when there are jobs, the scheduler is running and
+    its last successful poll is at most ``max_poll_age`` old (default: three polling intervals
+    and at least 10 s). Failing tasks (rows with consecutive failures, not picked) are counted
+    and make it not ready only when ``max_failing_tasks`` is given and exceeded; the count is
+    read at most once per ``failing_tasks_cache`` (default 5 s) per runtime, so it may be that
+    old. The report holds no task data and no configuration.
+    """
+    if runtime is None or not runtime.started:
+        return False, {"status": "unavailable", "reason": "ekbatan is not started", "scheduler": None}
+    if runtime.job_registry is None:
+        return True, {"status": "ok", "scheduler": None}  # no job: nothing polls, nothing to check
+    scheduler = runtime.job_registry.scheduler
+    running = scheduler.is_started and not scheduler.is_shutting_down
+    last_poll = scheduler.last_successful_poll
+    age = None if last_poll is None else max(0.0, (scheduler.clock.now() - last_poll).total_seconds())
+    limit = (
+        max_poll_age
+        if max_poll_age is not None
+        else max(3 * scheduler.polling_interval, timedelta(seconds=10))
+    )
+    report: dict[str, Any] = {
+        "running": running,
+        "paused": scheduler.is_paused,
+        "last_successful_poll_age_seconds": None if age is None else round(age, 3),
+        "max_poll_age_seconds": limit.total_seconds(),
+        "executions_running": len(scheduler.get_currently_executing()),
+        "failing_tasks": None,
+    }
+    reasons = []
+    if not running:
+        reasons.append("the scheduler is not running")
+    if age is None:
+        reasons.append("the scheduler has not polled yet")
+    elif age > limit.total_seconds():
+        reasons.append("the scheduler's last successful poll is too old")
+    if count_failing_tasks:
+        failing = _failing_tasks(runtime, failing_tasks_cache)
+        if isinstance(failing, str):
+            reasons.append(f"scheduled_tasks could not be read ({failing})")
+        else:
+            report["failing_tasks"] = failing
+            if max_failing_tasks is not None and failing > max_failing_tasks:
+                reasons.append(f"{failing} failing task(s), more than {max_failing_tasks}")
+    ready = not reasons
+    result: dict[str, Any] = {"status": "ok" if ready else "unavailable"}
+    if reasons:
+        result["reason"] = "; ".join(reasons)
+    result["scheduler"] = report
+    return ready, result
