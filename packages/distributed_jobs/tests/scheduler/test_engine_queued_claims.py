@@ -123,3 +123,27 @@ def test_shutdown_gives_back_claims_no_worker_started(engine):
         "2": (False, None, 3),
         "3": (False, None, 3),
     }
+
+
+def test_a_claim_the_stopping_pool_refuses_is_given_back_at_once(engine):
+    """A poller slow to stop may claim after the shutdown gave its queue back: the rows its
+    stopping pool refuses are unpicked by that poll itself, not left for dead detection."""
+    release, runs, task = _blocked_task()
+    owner = _scheduler(engine, task)
+    owner.schedule_batch([task.instance(i) for i in ("1", "2")])
+    owner.pause()  # the scheduler's own poller claims nothing; this test polls by hand
+    owner.start()
+    try:
+        pool = owner._pool
+        pool.stop_accepting()
+        result = owner._strategy(pool).run()
+        assert result.fetched == 2
+        rows = {
+            e.instance_id: (e.is_picked, e.picked_by, e.execution.version)
+            for e in owner.get_scheduled_executions(ScheduledExecutionsFilter.all())
+        }
+        assert rows == {"1": (False, None, 3), "2": (False, None, 3)}  # claimed (2), given back (3)
+        assert len(owner.queued_claims) == 0 and not runs
+    finally:
+        release.set()
+        owner.stop()

@@ -259,8 +259,14 @@ class LockAndFetchStrategy:
             picked = self.repository.lock_and_fetch(now or self.clock.now(), to_fetch)
             self._more_in_db = len(picked) == to_fetch
             for execution in picked:
-                # Not accepted (shutting down): the claim stays queued, and the shutdown gives it back.
-                self.pool.submit(self._job(self.claims.add(execution)), self._done)
+                token = self.claims.add(execution)
+                if not self.pool.submit(self._job(token), self._done):
+                    # Not accepted: shutting down. Given back here, since the shutdown's own
+                    # give-back may have run already (a poller slow to stop claims after it);
+                    # None when that give-back took it first.
+                    refused = self.claims.take(token)
+                    if refused is not None:
+                        self.repository.unpick([refused])
             result = PollResult(len(picked), self._more_in_db)
         # every poll, as fetch does (db-scheduler too): listeners count polls, not only fruitful ones
         self.listeners.on_scheduler_event(SchedulerEventType.RAN_EXECUTE_DUE)
