@@ -41,13 +41,16 @@ class QueuedClaims:
         return token
 
     def take(self, token: int) -> Execution | None:
-        """Hand the claim to its worker; None when it was lost while queued."""
+        """Hand the claim to its worker; None when it was lost while queued or given back."""
         with self._lock:
-            execution = self._claims.pop(token, None)
-            if token in self._lost:
-                self._lost.discard(token)
-                return None
-            return execution
+            return self._take(token)
+
+    def _take(self, token: int) -> Execution | None:
+        execution = self._claims.pop(token, None)
+        if token in self._lost:
+            self._lost.discard(token)
+            return None
+        return execution
 
     def job(self, token: int, runner: ExecutionRunner, listeners: Listeners) -> Callable[[], None]:
         """The worker's job for a queued claim: run it, unless it was lost while it waited."""
@@ -55,11 +58,11 @@ class QueuedClaims:
             queued = self._claims.get(token)
 
         def run() -> None:
-            with self._lock:
+            with self._lock:  # one block: a give-back between the two checks is no lost claim
                 if token in self._released:
                     self._released.discard(token)
                     return  # given back at shutdown
-            claimed = self.take(token)
+                claimed = self._take(token)
             if claimed is None:
                 log.warning("claim of %s was lost while it waited in the queue; not running it here", queued)
                 listeners.on_candidate_event(CandidateEventType.STALE)
