@@ -273,6 +273,9 @@ class ExecutionRunner:
                 )
             self.listeners.on_scheduler_event(SchedulerEventType.FAILUREHANDLER_ERROR)
             self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
+        else:
+            # a failure recorded is a result written: it ends an outage streak as a success does
+            self.write_failures.succeeded()
         finally:
             if self.listeners:
                 self.listeners.on_execution_complete(complete)
