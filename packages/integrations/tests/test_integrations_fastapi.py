@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 from integrations_sample.domain import Base, Deposit, DepositParams
 from integrations_sample.handlers import DepositLedger
-from integrations_support import application_yml
+from integrations_support import application_yml, sqlite_with_wallets
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
@@ -320,7 +320,7 @@ class FailingJob(DistributedJob):
 
 
 def test_the_health_endpoint_reports_readiness(tmp_path):
-    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    config = application_yml(tmp_path, sqlite_with_wallets(tmp_path))
     app = FastAPI(
         lifespan=ekbatan_lifespan(
             config, ["integrations_sample.jobs"], migrate_on_start=True, extra_jobs=[FailingJob()]
@@ -376,7 +376,7 @@ def test_the_health_endpoint_reports_readiness(tmp_path):
 
 
 def test_a_hammered_health_endpoint_reads_scheduled_tasks_once_per_cache_interval(tmp_path, monkeypatch):
-    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    config = application_yml(tmp_path, sqlite_with_wallets(tmp_path))
     app = FastAPI(
         lifespan=ekbatan_lifespan(
             config, ["integrations_sample.jobs"], migrate_on_start=True, extra_jobs=[FailingJob()]

@@ -14,7 +14,7 @@ from dependency_injector import containers, providers
 from flask import Flask, current_app, request
 from integrations_sample.domain import Base, Deposit, DepositParams
 from integrations_sample.handlers import DepositLedger
-from integrations_support import application_yml
+from integrations_support import application_yml, sqlite_with_wallets
 
 from ekbatan.core import JobsPoolNotConfiguredError, SettingsError, load_settings, migrate
 from ekbatan.integrations.flask import Ekbatan
@@ -268,7 +268,7 @@ def test_require_database_false_starts_degraded_instead_of_failing(tmp_path, how
 
 
 def test_the_health_blueprint_reports_readiness(tmp_path):
-    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    config = application_yml(tmp_path, sqlite_with_wallets(tmp_path))
     migrate(load_settings(config))
     app, ekbatan = wallet_app(config, container=AppContainer(), name="probed_wallet", EKBATAN_AUTOSTART=False)
     app.register_blueprint(ekbatan.health_blueprint())
