@@ -154,6 +154,7 @@ def test_degraded_start_waits_for_the_database_and_then_works(kind: str, private
         assert registry.scheduler.is_started
         assert registry.waiting_for_database
         assert registry.scheduler.startup_tasks_pending == ["degraded"]
+        assert registry.scheduler.startup_tasks_waiting_for_database == ["degraded"]
         # the scheduler keeps retrying meanwhile, quietly: several failed polls, no run
         poller = registry.scheduler._poller
         wait_until(lambda: poller.failures.failures_in_a_row >= 3, timeout=30, message="polls retried")

@@ -192,6 +192,21 @@ def test_picked_row_with_changed_schedule_is_an_error_reported_and_others_still_
     scheduler = restart(clock, recurring(Schedules.daily("12:00")), other, recorder=recorder)
     assert recorder.count(SchedulerEventType.UNEXPECTED_ERROR) == 1
     assert (row(scheduler).execution_time, row(scheduler).is_picked) == (EIGHT, True)
+    # retried before each poll, but not a database outage to wait for
+    assert scheduler.startup_tasks_pending == ["recurring-a"]
+    assert scheduler.startup_tasks_waiting_for_database == []
+    assert row(scheduler, ("recurring-b", "recurring")).execution_time == datetime(2018, 3, 1, 9, tzinfo=UTC)
+
+
+def test_a_start_up_task_whose_data_cannot_be_stored_is_pending_but_not_waiting_for_the_database(
+    restart, dialect
+):
+    clock = SettableClock(SEVEN)
+    broken = recurring(Schedules.daily("08:00"), data=object())  # JSON cannot encode it
+    scheduler = restart(clock, broken, recurring(Schedules.daily("09:00"), name="recurring-b"))
+    assert scheduler.startup_tasks_pending == ["recurring-a"]
+    assert scheduler.startup_tasks_waiting_for_database == []
+    assert row(scheduler) is None
     assert row(scheduler, ("recurring-b", "recurring")).execution_time == datetime(2018, 3, 1, 9, tzinfo=UTC)
 
 

@@ -347,9 +347,10 @@ class JobRegistry:
     @property
     def waiting_for_database(self) -> bool:
         """True while the scheduler has not polled successfully, or while jobs started without
-        the database still wait for their rows; a degraded start reports this."""
+        the database still wait for their rows; a degraded start reports this. A job whose row
+        cannot be written for another reason is retried and logged, but is no outage."""
         scheduler = self.scheduler
-        return scheduler.last_successful_poll is None or bool(scheduler.startup_tasks_pending)
+        return scheduler.last_successful_poll is None or bool(scheduler.startup_tasks_waiting_for_database)
 
     def verify_registration(self) -> None:
         everything = ScheduledExecutionsFilter.all()

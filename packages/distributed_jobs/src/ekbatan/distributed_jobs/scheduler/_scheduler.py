@@ -36,7 +36,7 @@ from ekbatan.distributed_jobs.scheduler._listener import (
     SchedulerEventType,
 )
 from ekbatan.distributed_jobs.scheduler._notified_claims import NotifiedClaims
-from ekbatan.distributed_jobs.scheduler._outage import FailureLog, check_connection
+from ekbatan.distributed_jobs.scheduler._outage import FailureLog, check_connection, is_database_error
 from ekbatan.distributed_jobs.scheduler._polling import (
     AutoStrategy,
     ClaimSizing,
@@ -79,6 +79,8 @@ class Scheduler(SchedulerClient):
         # start-up tasks whose on_startup has not succeeded yet (the database was down): the
         # poller tries them again before each poll until they have
         self._pending_startup = list(self._startup_tasks)
+        # names of the pending ones whose last try failed on the database (not on their own code)
+        self._startup_waiting_for_database: frozenset[str] = frozenset()
         self.outage = options.outage
         self._startup_failures = FailureLog("scheduling start-up tasks", log, policy=self.outage)
         self._state_lock = threading.Lock()
@@ -274,6 +276,14 @@ class Scheduler(SchedulerClient):
         database was down at start); the poller retries them."""
         return [task.name for task in self._pending_startup]
 
+    @property
+    def startup_tasks_waiting_for_database(self) -> list[str]:
+        """The :attr:`startup_tasks_pending` whose last try failed on the database. A start-up
+        task failing for another reason (its data does not serialize, its row is executing
+        with another schedule) is retried too, but is not a database outage to wait for."""
+        waiting = self._startup_waiting_for_database
+        return [task.name for task in self._pending_startup if task.name in waiting]
+
     def _start(self) -> None:
         log.info(
             "starting scheduler %s: threads=%d, polling=%s (%s, limits %d/%d), heartbeat=%s x %d, "
@@ -428,14 +438,18 @@ class Scheduler(SchedulerClient):
     def run_startup_tasks(self) -> None:
         """Run ``on_startup`` of each start-up task not yet done; a failing one stays pending."""
         now = self.clock.now()
+        waiting: set[str] = set()
         for task in list(self._pending_startup):
             try:
                 task.on_startup(self._startup_client, now)
             except Exception as exc:
+                if is_database_error(exc):
+                    waiting.add(task.name)
                 self._startup_failures.failed(exc)
                 self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
             else:
                 self._pending_startup.remove(task)
+        self._startup_waiting_for_database = frozenset(waiting)
         if not self._pending_startup:
             self._startup_failures.succeeded()
 

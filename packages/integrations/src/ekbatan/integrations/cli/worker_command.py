@@ -123,7 +123,7 @@ def worker_command(
         handlers = [cls.__name__ for cls in runtime.discovered.handlers]
         pool = target.jobs
         # a degraded start leaves the jobs' rows to write once the database answers
-        waiting = bool(runtime.job_registry.scheduler.startup_tasks_pending)
+        waiting = bool(runtime.job_registry.scheduler.startup_tasks_waiting_for_database)
         _say(
             invocation,
             {
