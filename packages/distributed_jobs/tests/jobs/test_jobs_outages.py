@@ -9,6 +9,7 @@ shared ones serve every other test on the machine and must never go down.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 import uuid
@@ -386,3 +387,8 @@ def test_a_drivers_own_error_is_a_database_error_logged_without_a_traceback():
     assert is_database_error(psycopg.OperationalError("server closed the connection unexpectedly"))
     assert is_database_error(pymysql.err.OperationalError(2013, "Lost connection"))
     assert not is_database_error(KeyError("a bug"))
+    # the network on the way to the server is; any other OSError (a user's missing file) is not
+    assert is_database_error(ConnectionRefusedError(111, "Connection refused"))
+    assert is_database_error(TimeoutError("timed out"))
+    assert is_database_error(socket.gaierror(-2, "Name or service not known"))
+    assert not is_database_error(FileNotFoundError(2, "No such file or directory", "report.csv"))
