@@ -3,6 +3,7 @@ on every dialect."""
 
 from __future__ import annotations
 
+import logging
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -328,11 +329,27 @@ def test_unpick_tolerates_missing_and_unpicked_rows(engine, caplog):
     r.create_if_not_exists(new(id="2"))
     picked = r.pick(r.get_execution("one", "1"), NOW)
     absent = picked.with_changes(instance_id="absent")
-    r.unpick([])
-    r.unpick([picked, r.get_execution("one", "2"), absent])
+    assert r.unpick([]) == 0
+    assert r.unpick([picked, r.get_execution("one", "2"), absent]) == 1
     row = r.get_execution("one", "1")
     assert (row.picked, row.picked_by, row.version) == (False, None, picked.version + 1)
     assert "failed to release" in caplog.text
+
+
+def test_unpick_stops_at_the_first_database_error_with_one_line(engine, caplog):
+    r = repo(engine)
+    picked = []
+    for instance in "123":
+        r.create_if_not_exists(new(id=instance))
+        picked.append(r.pick(r.get_execution("one", instance), NOW))
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE {r.table_name}")  # every statement now fails
+    caplog.set_level(logging.WARNING, logger="ekbatan")
+    assert r.unpick(picked) == 0
+    lines = [record for record in caplog.records if record.name.startswith("ekbatan")]
+    assert len(lines) == 1, [record.getMessage() for record in lines]
+    assert lines[0].levelno == logging.WARNING and lines[0].exc_info is None
+    assert "could not release 3 picked execution(s)" in lines[0].getMessage()
 
 
 def test_custom_table_name(database):

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._outage import describe, is_database_error
 from ekbatan.distributed_jobs.scheduler._repository_access import TableAccess
 from ekbatan.distributed_jobs.scheduler._retries import with_retries
 
@@ -235,11 +236,17 @@ class Claims(TableAccess):
             self.resolver.add_unresolved(name, d.decode_required_time(execution_time))
         return len(rows)
 
-    def unpick(self, executions: Sequence[Execution]) -> None:
-        """Release picked rows (unknown tasks met by the single-statement lock-and-fetch)."""
-        for e in executions:
-            try:
-                with self._one() as conn:
+    def unpick(self, executions: Sequence[Execution]) -> int:
+        """Release picked rows at their version (claims given back at shutdown, unknown tasks
+        met by the single-statement lock-and-fetch); how many were released.
+
+        One connection for all of them, and the first failure ends it with one log line: during
+        an outage every further try would fail the same way. A row not released stays picked
+        and another instance revives it once its heartbeat is older than the dead window."""
+        released = 0
+        try:
+            with self._one() as conn:
+                for e in executions:
                     count = conn.execute(
                         self._sql_unpick,
                         {
@@ -250,7 +257,20 @@ class Claims(TableAccess):
                             "task_instance": e.instance_id,
                         },
                     ).rowcount
-                if count != 1:
-                    log.error("failed to release %s (it was not picked at version %d)", e, e.version)
-            except Exception:
-                log.exception("failed to release %s", e)
+                    if count == 1:
+                        released += 1
+                    else:
+                        log.error("failed to release %s (it was not picked at version %d)", e, e.version)
+        except Exception as exc:
+            # without autocommit the whole transaction rolled back: none of them was released
+            released = released if self._autocommit is not None else 0
+            left = len(executions) - released
+            if is_database_error(exc):
+                log.warning(
+                    "could not release %d picked execution(s) (%s); they are revived as dead executions",
+                    left,
+                    describe(exc),
+                )
+            else:
+                log.exception("could not release %d picked execution(s)", left)
+        return released

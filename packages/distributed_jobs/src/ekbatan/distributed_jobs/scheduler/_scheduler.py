@@ -524,9 +524,12 @@ class Scheduler(SchedulerClient):
         run, instead of run while the process stops or left picked until found dead."""
         released = self.queued_claims.release_all()
         if released:
-            self.repository.unpick(released)
+            given_back = self.repository.unpick(released)
             log.info(
-                "scheduler %s gave back %d claimed execution(s) it had not started", self.name, len(released)
+                "scheduler %s gave back %d of %d claimed execution(s) it had not started",
+                self.name,
+                given_back,
+                len(released),
             )
 
     def __enter__(self) -> Scheduler:
