@@ -60,7 +60,7 @@ def stop_with_sigterm(worker: subprocess.Popen) -> None:
 def kill(worker: subprocess.Popen) -> None:
     if worker.poll() is None:
         worker.kill()
-        worker.communicate(timeout=10)
+    worker.communicate(timeout=10)  # also closes the pipes of a worker that exited by itself
 
 
 def test_the_worker_runs_jobs_and_stops_cleanly_on_sigterm(app_db, tmp_path):
