@@ -5,6 +5,7 @@ reported version."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -129,3 +130,29 @@ def test_sized_claims_refill_while_half_of_them_still_wait():
     assert strategy._refill_at() == 50  # half of the 100 it may hold
     explicit = LockAndFetchStrategy(None, None, None, None, None, 5, 100, lambda: None, QueuedClaims())  # type: ignore[arg-type]
     assert explicit._refill_at() == 5
+
+
+def test_claim_sizing_learns_from_runs_only_not_from_claims_skipped_unrun():
+    from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
+    from ekbatan.distributed_jobs.scheduler._listener import Listeners
+
+    class SlowRunner:
+        def __init__(self) -> None:
+            self.ran: list[str] = []
+
+        def execute(self, execution: str) -> None:
+            time.sleep(0.05)  # the execution's own work
+            self.ran.append(execution)
+
+    runner, timings, claims = SlowRunner(), [], QueuedClaims()
+    first = claims.job(claims.add("runs"), runner, Listeners(), timings.append)
+    lost = claims.add("lost")
+    lost_job = claims.job(lost, runner, Listeners(), timings.append)
+    given_back_job = claims.job(claims.add("given back"), runner, Listeners(), timings.append)
+    first()
+    claims.mark_lost(lost)  # its row was taken over while it waited
+    lost_job()
+    assert claims.release_all() == ["given back"]  # shutdown
+    given_back_job()
+    assert runner.ran == ["runs"]
+    assert len(timings) == 1 and timings[0] >= 0.05

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -52,8 +53,16 @@ class QueuedClaims:
             return None
         return execution
 
-    def job(self, token: int, runner: ExecutionRunner, listeners: Listeners) -> Callable[[], None]:
-        """The worker's job for a queued claim: run it, unless it was lost while it waited."""
+    def job(
+        self,
+        token: int,
+        runner: ExecutionRunner,
+        listeners: Listeners,
+        timed: Callable[[float], None] | None = None,
+    ) -> Callable[[], None]:
+        """The worker's job for a queued claim: run it, unless it was lost while it waited.
+        ``timed`` gets the seconds a run took; a claim skipped (given back, lost) is no run and
+        would teach claim sizing that executions take no time."""
         with self._lock:
             queued = self._claims.get(token)
 
@@ -67,7 +76,12 @@ class QueuedClaims:
                 log.warning("claim of %s was lost while it waited in the queue; not running it here", queued)
                 listeners.on_candidate_event(CandidateEventType.STALE)
                 return
+            if timed is None:
+                runner.execute(claimed)
+                return
+            started = time.monotonic()
             runner.execute(claimed)
+            timed(time.monotonic() - started)
 
         return run
 

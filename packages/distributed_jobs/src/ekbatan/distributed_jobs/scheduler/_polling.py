@@ -22,7 +22,6 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -273,17 +272,8 @@ class LockAndFetchStrategy:
         return result
 
     def _job(self, token: int) -> Callable[[], None]:
-        job = self.claims.job(token, self.runner, self.listeners)
-        sizing = self.sizing
-        if sizing is None:
-            return job
-
-        def timed() -> None:
-            started = time.monotonic()
-            job()
-            sizing.record(time.monotonic() - started)
-
-        return timed
+        timed = None if self.sizing is None else self.sizing.record
+        return self.claims.job(token, self.runner, self.listeners, timed)
 
     def _done(self) -> None:
         if self._more_in_db and self.pool.in_queue_or_processing <= self._refill_at():
