@@ -419,6 +419,44 @@ def test_a_hammered_health_endpoint_reads_scheduled_tasks_once_per_cache_interva
         assert len(reads) == before
 
 
+def test_while_one_probe_reads_the_failing_count_the_others_answer_with_the_one_read_before(
+    tmp_path, monkeypatch
+):
+    config = application_yml(tmp_path, sqlite_with_wallets(tmp_path))
+    app = FastAPI(
+        lifespan=ekbatan_lifespan(
+            config, ["integrations_sample.jobs"], migrate_on_start=True, extra_jobs=[FailingJob()]
+        )
+    )
+    uncached = timedelta(0)
+
+    def failing_tasks(runtime: Any) -> Any:
+        return health_report(runtime, failing_tasks_cache=uncached)[1]["scheduler"]["failing_tasks"]
+
+    with TestClient(app):
+        runtime = app.state.ekbatan
+        wait_until(lambda: failing_tasks(runtime) == 1, 10, message="the failing job counted")
+        repository = runtime.scheduler_client._repository
+        real = repository.summary_by_task
+        reading, release = threading.Event(), threading.Event()
+
+        def slow(*args, **kwargs):  # a database answering slowly, as during an outage
+            reading.set()
+            release.wait(30)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(repository, "summary_by_task", slow)
+        reader = threading.Thread(target=failing_tasks, args=(runtime,))
+        reader.start()
+        try:
+            assert reading.wait(10)
+            assert [failing_tasks(runtime) for _ in range(5)] == [1] * 5
+            assert reader.is_alive(), "the other probes waited for the slow read"
+        finally:
+            release.set()
+            reader.join(30)
+
+
 def test_every_public_name_resolves_once():
     import ekbatan.integrations.fastapi as module
 

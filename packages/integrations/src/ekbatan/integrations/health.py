@@ -20,16 +20,26 @@ FAILING_TASKS_CACHE = timedelta(seconds=5)
 class _FailingTasksCount:
     """The failing-task count read at most once per ``max_age``: a probe hammered by many
     callers reads ``scheduled_tasks`` once per interval, whatever the request rate. A failed
-    read is kept as long, so a database in trouble is not hammered either."""
+    read is kept as long, so a database in trouble is not hammered either. While one caller
+    reads, the others answer with the value read before rather than queue behind a read that
+    may wait a connect timeout during an outage; only the very first read is waited for."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._reading = threading.Lock()  # held by the one caller reading
         self._read_at: float | None = None
         self._value: int | str = 0  # the count, or the type name of the error reading it
 
+    def _fresh(self, max_age: float) -> bool:
+        read_at = self._read_at
+        return read_at is not None and time.monotonic() - read_at < max_age
+
     def get(self, runtime: EkbatanRuntime, max_age: float) -> int | str:
-        with self._lock:  # one reader at a time; the others then find its fresh value
-            if self._read_at is None or time.monotonic() - self._read_at >= max_age:
+        if self._fresh(max_age):
+            return self._value
+        if not self._reading.acquire(blocking=self._read_at is None):
+            return self._value  # another caller is reading: the previous value meanwhile
+        try:
+            if not self._fresh(max_age):  # not read by the caller this one waited for
                 try:
                     summary = runtime.scheduler_client.get_scheduled_executions_summary_by_task()
                     self._value = sum(task.failing_count for task in summary)
@@ -38,6 +48,8 @@ class _FailingTasksCount:
                     self._value = type(error).__name__
                 self._read_at = time.monotonic()
             return self._value
+        finally:
+            self._reading.release()
 
 
 def _failing_tasks(runtime: EkbatanRuntime, max_age: timedelta) -> int | str:
