@@ -4,6 +4,7 @@ rescheduling or leaving recurring rows, and cancelling disabled ones — on ever
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -199,13 +200,21 @@ def test_picked_row_with_changed_schedule_is_an_error_reported_and_others_still_
 
 
 def test_a_start_up_task_whose_data_cannot_be_stored_is_pending_but_not_waiting_for_the_database(
-    restart, dialect
+    restart, dialect, caplog
 ):
     clock = SettableClock(SEVEN)
     broken = recurring(Schedules.daily("08:00"), data=object())  # JSON cannot encode it
+    caplog.set_level(logging.WARNING, logger="ekbatan")
     scheduler = restart(clock, broken, recurring(Schedules.daily("09:00"), name="recurring-b"))
+    scheduler.run_startup_tasks()  # as the poller does before each poll
     assert scheduler.startup_tasks_pending == ["recurring-a"]
     assert scheduler.startup_tasks_waiting_for_database == []
+    # said once, naming the task, with its traceback: a bug, not an outage
+    lines = [r for r in caplog.records if r.name.startswith("ekbatan")]
+    assert [(r.levelno, r.getMessage().split(":")[0]) for r in lines] == [
+        (logging.ERROR, "start-up task recurring-a cannot be scheduled")
+    ]
+    assert lines[0].exc_info is not None
     assert row(scheduler) is None
     assert row(scheduler, ("recurring-b", "recurring")).execution_time == datetime(2018, 3, 1, 9, tzinfo=UTC)
 

@@ -36,7 +36,12 @@ from ekbatan.distributed_jobs.scheduler._listener import (
     SchedulerEventType,
 )
 from ekbatan.distributed_jobs.scheduler._notified_claims import NotifiedClaims
-from ekbatan.distributed_jobs.scheduler._outage import FailureLog, check_connection, is_database_error
+from ekbatan.distributed_jobs.scheduler._outage import (
+    FailureLog,
+    check_connection,
+    describe,
+    is_database_error,
+)
 from ekbatan.distributed_jobs.scheduler._polling import (
     AutoStrategy,
     ClaimSizing,
@@ -81,6 +86,7 @@ class Scheduler(SchedulerClient):
         self._pending_startup = list(self._startup_tasks)
         # names of the pending ones whose last try failed on the database (not on their own code)
         self._startup_waiting_for_database: frozenset[str] = frozenset()
+        self._startup_errors_logged: set[str] = set()
         self.outage = options.outage
         self._startup_failures = FailureLog("scheduling start-up tasks", log, policy=self.outage)
         self._state_lock = threading.Lock()
@@ -445,13 +451,22 @@ class Scheduler(SchedulerClient):
             except Exception as exc:
                 if is_database_error(exc):
                     waiting.add(task.name)
-                self._startup_failures.failed(exc)
+                    self._startup_failures.failed(exc)
+                elif task.name not in self._startup_errors_logged:
+                    # its own fault, not an outage's: said once, naming it, with the traceback
+                    self._startup_errors_logged.add(task.name)
+                    log.error(
+                        "start-up task %s cannot be scheduled: %s; tried again before each poll",
+                        task.name,
+                        describe(exc),
+                        exc_info=exc,
+                    )
                 self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
             else:
                 self._pending_startup.remove(task)
         self._startup_waiting_for_database = frozenset(waiting)
-        if not self._pending_startup:
-            self._startup_failures.succeeded()
+        if not waiting:
+            self._startup_failures.succeeded()  # the outage is over for start-up tasks
 
     def _retry_startup_tasks(self) -> None:
         if self._pending_startup:
