@@ -76,12 +76,10 @@ class QueuedClaims:
                 log.warning("claim of %s was lost while it waited in the queue; not running it here", queued)
                 listeners.on_candidate_event(CandidateEventType.STALE)
                 return
-            if timed is None:
-                runner.execute(claimed)
-                return
             started = time.monotonic()
             runner.execute(claimed)
-            timed(time.monotonic() - started)
+            if timed is not None:
+                timed(time.monotonic() - started)
 
         return run
 

@@ -84,16 +84,23 @@ def describe(exc: BaseException) -> str:
 _DRIVER_MODULES = {"psycopg", "psycopg2", "pymysql", "MySQLdb", "mariadb", "sqlite3"}
 
 
-#: a socket failing on its way to the server; not every OSError (a user's missing file is a bug)
-_NETWORK_ERRORS = (ConnectionError, TimeoutError, socket.gaierror, socket.herror)
+#: SQLAlchemy's errors, and a socket failing on its way to the server; not every OSError (a
+#: user's missing file is a bug)
+_DATABASE_ERRORS = (
+    sa.exc.DBAPIError,
+    sa.exc.DisconnectionError,
+    sa.exc.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+    socket.herror,
+)
 
 
 def is_database_error(exc: BaseException) -> bool:
     # A database error explains itself in one line; anything else may be a bug and gets its
     # traceback once per streak.
-    if isinstance(exc, (sa.exc.DBAPIError, sa.exc.DisconnectionError, sa.exc.TimeoutError, *_NETWORK_ERRORS)):
-        return True
-    return type(exc).__module__.partition(".")[0] in _DRIVER_MODULES
+    return isinstance(exc, _DATABASE_ERRORS) or type(exc).__module__.partition(".")[0] in _DRIVER_MODULES
 
 
 class FailureLog:

@@ -85,7 +85,7 @@ class Scheduler(SchedulerClient):
         # poller tries them again before each poll until they have
         self._pending_startup = list(self._startup_tasks)
         # names of the pending ones whose last try failed on the database (not on their own code)
-        self._startup_waiting_for_database: frozenset[str] = frozenset()
+        self._startup_waiting_for_database: tuple[str, ...] = ()
         self._startup_errors_logged: set[str] = set()
         self.outage = options.outage
         self._startup_failures = FailureLog("scheduling start-up tasks", log, policy=self.outage)
@@ -287,8 +287,7 @@ class Scheduler(SchedulerClient):
         """The :attr:`startup_tasks_pending` whose last try failed on the database. A start-up
         task failing for another reason (its data does not serialize, its row is executing
         with another schedule) is retried too, but is not a database outage to wait for."""
-        waiting = self._startup_waiting_for_database
-        return [task.name for task in self._pending_startup if task.name in waiting]
+        return list(self._startup_waiting_for_database)
 
     def _start(self) -> None:
         log.info(
@@ -444,13 +443,13 @@ class Scheduler(SchedulerClient):
     def run_startup_tasks(self) -> None:
         """Run ``on_startup`` of each start-up task not yet done; a failing one stays pending."""
         now = self.clock.now()
-        waiting: set[str] = set()
+        waiting: list[str] = []
         for task in list(self._pending_startup):
             try:
                 task.on_startup(self._startup_client, now)
             except Exception as exc:
                 if is_database_error(exc):
-                    waiting.add(task.name)
+                    waiting.append(task.name)
                     self._startup_failures.failed(exc)
                 elif task.name not in self._startup_errors_logged:
                     # its own fault, not an outage's: said once, naming it, with the traceback
@@ -464,7 +463,7 @@ class Scheduler(SchedulerClient):
                 self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
             else:
                 self._pending_startup.remove(task)
-        self._startup_waiting_for_database = frozenset(waiting)
+        self._startup_waiting_for_database = tuple(waiting)
         if not waiting:
             self._startup_failures.succeeded()  # the outage is over for start-up tasks
 
