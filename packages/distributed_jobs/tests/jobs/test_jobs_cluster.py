@@ -158,6 +158,7 @@ def test_three_jobs_on_two_nodes_run_every_slot_exactly_once(database, runs_tabl
         wait_until(enough, timeout=20, interval=0.1, message="eight completed runs of every job")
         for node in (a, b):
             node.stop()
+        logs = "".join(f"--- {node.name} stderr:\n{node.errors()}\n" for node in (a, b))
 
     runs = recorded(runs_table)
     assert {r["job"] for r in runs} == names
@@ -173,7 +174,7 @@ def test_three_jobs_on_two_nodes_run_every_slot_exactly_once(database, runs_tabl
         ordered = sorted(job_runs, key=lambda r: r["token"])
         # claim (+1) then completion (+1) per run: any other step means a slot lost or doubled
         steps = {later["token"] - earlier["token"] for earlier, later in itertools.pairwise(ordered)}
-        assert steps == {2}, f"{job}: tokens {[r['token'] for r in ordered]}"
+        assert steps == {2}, f"{job}: tokens {[r['token'] for r in ordered]}\n{logs}"
         for earlier, later in itertools.pairwise(ordered):
             assert earlier["ended"] is not None and later["started"] >= earlier["ended"], (
                 f"{job}: runs overlapped: {earlier} and {later}"
