@@ -156,6 +156,7 @@ def test_three_jobs_on_two_nodes_run_every_slot_exactly_once(database, runs_tabl
         for node in (a, b):
             node.wait_for("started")
         wait_until(enough, timeout=20, interval=0.1, message="eight completed runs of every job")
+        first_stop = time.time()  # a stops first, b after it
         for node in (a, b):
             node.stop()
         logs = "".join(f"--- {node.name} stderr:\n{node.errors()}\n" for node in (a, b))
@@ -172,9 +173,15 @@ def test_three_jobs_on_two_nodes_run_every_slot_exactly_once(database, runs_tabl
         assert len(set(tokens)) == len(tokens), f"{job}: a fencing token ran twice: {sorted(tokens)}"
         assert len(set(slots)) == len(slots), f"{job}: a slot ran twice: {sorted(slots)}"
         ordered = sorted(job_runs, key=lambda r: r["token"])
-        # claim (+1) then completion (+1) per run: any other step means a slot lost or doubled
-        steps = {later["token"] - earlier["token"] for earlier, later in itertools.pairwise(ordered)}
-        assert steps == {2}, f"{job}: tokens {[r['token'] for r in ordered]}\n{logs}"
+        # claim (+1) then completion (+1) per run. One exception: a claim node-a had queued but
+        # not started when it stopped is given back (claim +1, give-back +1), and node-b runs
+        # that same slot next. Any other step means a slot lost or doubled.
+        for earlier, later in itertools.pairwise(ordered):
+            step = later["token"] - earlier["token"]
+            given_back = step == 4 and later["node"] == "node-b" and later["started"] >= first_stop
+            assert step == 2 or given_back, (
+                f"{job}: tokens by node {[(r['token'], r['node']) for r in ordered]}\n{logs}"
+            )
         for earlier, later in itertools.pairwise(ordered):
             assert earlier["ended"] is not None and later["started"] >= earlier["ended"], (
                 f"{job}: runs overlapped: {earlier} and {later}"
