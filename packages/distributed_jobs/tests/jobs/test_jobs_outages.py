@@ -362,12 +362,14 @@ def test_results_lost_with_the_database_are_logged_once_per_streak_not_per_execu
         server.stop()
         caplog.clear()
         release.set()
-        # every result (5 completions, 1 failure) failed to be written, in one streak
-        wait_until(
-            lambda: scheduler.runner.write_failures.failures_in_a_row == len(ids),
-            timeout=30,
-            message="every result's write failed",
-        )
+
+        # every result (5 completions, 1 failure) failed to be written, in one streak; the
+        # streak's line is written just after the count, outside its lock: wait for both
+        def results_lost_and_said() -> bool:
+            said = any(r.getMessage().startswith("recording execution results") for r in caplog.records)
+            return said and scheduler.runner.write_failures.failures_in_a_row == len(ids)
+
+        wait_until(results_lost_and_said, timeout=30, message="every result's write failed, and it was said")
         records = [r for r in caplog.records if r.name == "ekbatan.distributed_jobs.scheduler.execution"]
     finally:
         server.start()
