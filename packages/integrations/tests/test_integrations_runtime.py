@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -13,6 +14,7 @@ from integrations_sample.handlers import DepositLedger
 from integrations_support import application_yml
 
 from ekbatan.core import JobsPoolNotConfiguredError
+from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules
 from ekbatan.integrations.construction import ConstructionError
 from ekbatan.integrations.runtime import build_runtime
 from ekbatan.local_event_handler import EventFanoutJob, EventHandlingJob
@@ -115,3 +117,26 @@ def test_each_process_has_its_own_scheduler_name(tmp_path):
         named.stop()
     finally:
         runtime.stop()
+
+
+class SameNameAsTopUp(DistributedJob):
+    """A second class answering the discovered TopUpJob's name()."""
+
+    def name(self) -> str:
+        return "wallet-top-up"
+
+    def schedule(self) -> Schedule:
+        return Schedules.fixed_delay(timedelta(seconds=1))
+
+    def execute(self, ctx: JobContext) -> None:
+        return None
+
+
+def test_two_jobs_with_one_name_fail_naming_both_classes(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    with pytest.raises(ValueError, match="DistributedJob names must be unique") as raised:
+        build_runtime(config, ["integrations_sample.jobs"], extra_jobs=[SameNameAsTopUp()])
+    assert (
+        f"'wallet-top-up' is the name() of both integrations_sample.jobs.TopUpJob and {__name__}.SameNameAsTopUp"
+        in str(raised.value)
+    )

@@ -130,6 +130,31 @@ def test_names_must_be_unique(engine):
     assert "other" not in str(raised.value)
 
 
+class OtherReport(Job):
+    """Another class answering the same name(): the error must lead to both classes."""
+
+
+def test_two_classes_with_one_name_are_both_named(engine):
+    with pytest.raises(ValueError, match="DistributedJob names must be unique") as raised:
+        builder(engine).with_jobs([Job("report"), Job("other"), OtherReport("report")]).build()
+    message = str(raised.value)
+    assert f"'report' is the name() of both {__name__}.Job and {__name__}.OtherReport" in message
+    assert "'other'" not in message
+
+
+def test_every_clash_names_its_classes(engine):
+    with pytest.raises(ValueError) as raised:
+        builder(engine).with_jobs(
+            [Job("a"), OtherReport("a"), NullScheduleJob("a"), Job("b"), Job("b")]
+        ).build()
+    message = str(raised.value)
+    assert (
+        f"'a' is the name() of {__name__}.Job, {__name__}.OtherReport and {__name__}.NullScheduleJob"
+        in message
+    )
+    assert f"'b' is the name() of 2 instances of {__name__}.Job" in message
+
+
 def test_none_schedule_is_refused_naming_the_job(engine):
     with pytest.raises(ValueError, match="schedule()") as raised:
         builder(engine).with_job(NullScheduleJob("daily-report")).build()

@@ -189,15 +189,21 @@ class JobRegistryBuilder:
         for job in self._jobs:
             name = job.name()
             if not isinstance(name, str) or not name.strip():
-                cls = type(job)
                 raise ValueError(
-                    f"{cls.__module__}.{cls.__qualname__} returned a blank name() ({name!r}); a job name must be "
+                    f"{_qualified(job)} returned a blank name() ({name!r}); a job name must be "
                     "non-blank and stable across restarts — it is the job's row key in scheduled_tasks"
                 )
             names.append(name)
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ValueError(f"DistributedJob names must be unique within a JobRegistry; got: {duplicates}")
+            clashes = "; ".join(
+                _name_clash(name, [job for job, n in zip(self._jobs, names, strict=True) if n == name])
+                for name in duplicates
+            )
+            raise ValueError(
+                f"DistributedJob names must be unique within a JobRegistry; {clashes}. Rename one of them: "
+                "the name is the job's row key in scheduled_tasks"
+            )
         tasks: list[RecurringTask[Any]] = []
         must_register: list[str] = []
         for job, name in zip(self._jobs, names, strict=True):
@@ -247,6 +253,21 @@ class JobRegistryBuilder:
             pool_label=_pool_label(self._provider),
             require_database=self._require_database,
         )
+
+
+def _qualified(job: DistributedJob) -> str:
+    cls = type(job)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _name_clash(name: str, jobs: list[DistributedJob]) -> str:
+    """``'report' is the name() of both a.ReportJob and b.ReportJob``: the classes are what a
+    user must find and rename, and two jobs of one name may well live in different packages."""
+    classes = [_qualified(job) for job in jobs]
+    if len(set(classes)) == 1:
+        return f"{name!r} is the name() of {len(classes)} instances of {classes[0]}"
+    listed = " and ".join(classes) if len(classes) == 2 else ", ".join(classes[:-1]) + f" and {classes[-1]}"
+    return f"{name!r} is the name() of {'both ' if len(classes) == 2 else ''}{listed}"
 
 
 def _job_handler(job: DistributedJob, name: str) -> Callable[[TaskInstance[Any], ExecutionContext], Any]:
