@@ -188,6 +188,17 @@ class Scheduler(SchedulerClient):
         return None if self._poller is None else self._poller.last_successful_poll
 
     @property
+    def task_names(self) -> tuple[str, ...]:
+        """The names of the tasks this scheduler runs."""
+        return tuple(self._repository.resolver.tasks)
+
+    @property
+    def unresolved_task_names(self) -> tuple[str, ...]:
+        """Task names met in due rows that no task of this scheduler has (each also logged once
+        at WARNING); their rows wait for an instance that knows them."""
+        return self._repository.resolver.unresolved_names()
+
+    @property
     def scheduler_state(self) -> Scheduler:
         return self
 

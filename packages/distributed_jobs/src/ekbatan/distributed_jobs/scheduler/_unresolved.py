@@ -2,11 +2,14 @@
 
 Rows of unknown task names stay in the table for other instances that may know them (rolling
 upgrades, canaries); this instance only excludes them from its queries and, after
-``delete_unresolved_after``, deletes them.
+``delete_unresolved_after``, deletes them. Each unknown name is logged once at WARNING with the
+known names closest to it: a misspelled name given to ``schedule()`` is otherwise silent.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -14,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ekbatan.distributed_jobs.scheduler._tasks import Task
+
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler")
 
 
 class TaskResolver:
@@ -27,6 +32,9 @@ class TaskResolver:
         self._unresolved: dict[str, datetime] = {}
         self._unresolved_names: tuple[str, ...] = ()
         self._on_unresolved = on_unresolved
+        # names already warned about: a name forgotten after deletion and met again is not
+        # news to whoever read the first line
+        self._warned: set[str] = set()
 
     def resolve(self, task_name: str) -> Task[Any] | None:
         return self._tasks.get(task_name)
@@ -42,8 +50,21 @@ class TaskResolver:
                 return
             self._unresolved[task_name] = execution_time
             self._unresolved_names = tuple(self._unresolved)
+            first_time = task_name not in self._warned
+            self._warned.add(task_name)
+        if first_time:
+            self._warn_unknown(task_name)
         if self._on_unresolved is not None:
             self._on_unresolved(task_name)
+
+    def _warn_unknown(self, task_name: str) -> None:
+        closest = difflib.get_close_matches(task_name, list(self._tasks), n=3, cutoff=0.6)
+        log.warning(
+            "unknown task name %r in the scheduled tasks: no task of this scheduler has that name, so its "
+            "due executions wait for an instance that knows it; closest known task names: %s",
+            task_name,
+            ", ".join(repr(name) for name in closest) if closest else "none",
+        )
 
     def unresolved_names(self) -> tuple[str, ...]:
         return self._unresolved_names
