@@ -13,7 +13,9 @@ from ekbatan.distributed_jobs.scheduler.schedules import (
     parse_schedule,
 )
 
-EXAMPLES = "[FIXED_DELAY|120s, DAILY|12:00, DAILY|12:00,13:45, DAILY|12:00,13:45|Europe/Rome, -]"
+EXAMPLES = (
+    "[FIXED_DELAY|120s, FIXED_DELAY|PT2M, DAILY|12:00, DAILY|12:00,13:45, DAILY|12:00,13:45|Europe/Rome, -]"
+)
 NOON = datetime(2021, 6, 1, 12, 0, tzinfo=UTC)
 NOON_ROME = datetime(2021, 6, 1, 12, 0, tzinfo=ZoneInfo("Europe/Rome"))
 
@@ -24,6 +26,15 @@ NOON_ROME = datetime(2021, 6, 1, 12, 0, tzinfo=ZoneInfo("Europe/Rome"))
         ("FIXED_DELAY|10s", FixedDelay.of_seconds(10)),
         ("FIXED_DELAY|120s", FixedDelay(timedelta(minutes=2))),
         ("FIXED_DELAY|007s", FixedDelay.of_seconds(7)),
+        # ISO-8601, as application.yml writes every duration (and Java's Duration.parse reads)
+        ("FIXED_DELAY|PT10S", FixedDelay.of_seconds(10)),
+        ("FIXED_DELAY|PT2M", FixedDelay(timedelta(minutes=2))),
+        ("FIXED_DELAY|PT1H30M", FixedDelay(timedelta(hours=1, minutes=30))),
+        ("FIXED_DELAY|P1D", FixedDelay(timedelta(days=1))),
+        ("FIXED_DELAY|PT0.5S", FixedDelay(timedelta(milliseconds=500))),
+        ("FIXED_DELAY|PT0,25S", FixedDelay(timedelta(milliseconds=250))),
+        ("FIXED_DELAY|pt10s", FixedDelay.of_seconds(10)),
+        ("FIXED_DELAY|PT1M-30S", FixedDelay.of_seconds(30)),
         ("DAILY|12:00", Daily(time(12, 0))),
         ("DAILY|09:30", Daily("09:30")),
         ("DAILY|12:00,13:45", Daily("12:00", "13:45")),
@@ -85,17 +96,10 @@ def test_parsed_schedules_compute_times():
         "DAILY|9:30",
         "DAILY|12:00:00",
         "daily|12:00",
-        "FIXED_DELAY|123",
-        "FIXED_DELAY|",
-        "FIXED_DELAY|10",
-        "FIXED_DELAY|-1s",
-        "FIXED_DELAY|1.5s",
-        "FIXED_DELAY|10m",
-        "FIXED_DELAY|10S",
         "fixed_delay|10s",
-        "FIXED_DELAY|10s\n",
         " FIXED_DELAY|10s",
-        "FIXED_DELAY|\u0661\u0660s",  # Arabic-Indic digits are not ASCII digits
+        "FIXED_DELAY",
+        "FIXED_DELAY 10s",
         "--",
         " -",
         "- ",
@@ -139,6 +143,50 @@ def test_right_shape_but_bad_value_names_the_value(text, named):
     assert not isinstance(caught.value, UnrecognizedScheduleError)
     assert named in str(caught.value)
     assert repr(text) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "123",
+        "10",
+        "-1s",
+        "1.5s",
+        "10m",
+        "10S",  # db-scheduler's form is lower-case s only
+        "10s\n",
+        "\u0661\u0660s",  # Arabic-Indic digits are not ASCII digits
+        "PT",
+        "P",
+        "PT10",
+        "10 seconds",
+        "P1W",  # weeks, months and years are not durations
+        "PT\u0661\u0660S",
+    ],
+)
+def test_a_bad_delay_names_the_value_and_both_forms(value):
+    text = f"FIXED_DELAY|{value}"
+    with pytest.raises(ValueError) as caught:
+        parse_schedule(text)
+    message = str(caught.value)
+    assert not isinstance(caught.value, UnrecognizedScheduleError)
+    assert repr(text) in message and repr(value) in message
+    assert "<N>s" in message and "ISO-8601" in message and "PT10S" in message
+
+
+@pytest.mark.parametrize("value", ["PT0S", "P0D", "PT-10S", "-PT10S", "PT0.0S"])
+def test_a_delay_that_is_not_positive_is_refused_naming_it(value):
+    with pytest.raises(ValueError, match="must be positive") as caught:
+        parse_schedule(f"FIXED_DELAY|{value}")
+    assert repr(value) in str(caught.value)
+    assert "<N>s" in str(caught.value) and "ISO-8601" in str(caught.value)
+
+
+def test_a_delay_finer_than_a_microsecond_is_refused_naming_it():
+    with pytest.raises(ValueError, match="finer than a microsecond") as caught:
+        parse_schedule("FIXED_DELAY|PT0.0000001S")
+    assert "'PT0.0000001S'" in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -73,7 +73,8 @@ class Schedules:
 
     @staticmethod
     def parse(text: str) -> Schedule:
-        """Read ``FIXED_DELAY|120s``, ``DAILY|12:00,13:45|Europe/Rome``, ``-`` or ``CRON|<pattern>|zone``."""
+        """Read ``FIXED_DELAY|120s`` (or ``FIXED_DELAY|PT2M``), ``DAILY|12:00,13:45|Europe/Rome``, ``-``
+        or ``CRON|<pattern>|zone``."""
         return parse_schedule(text)
 
     @staticmethod

@@ -1,12 +1,14 @@
 """Schedules written as short strings, e.g. in configuration: ``FIXED_DELAY|120s``, ``DAILY|12:00``, ``-``.
 
-The accepted forms are db-scheduler's (``Schedules.parseSchedule``), plus one documented extension,
-``CRON|<pattern>[|<zone>]``, which db-scheduler's parser does not have.
+The accepted forms are db-scheduler's (``Schedules.parseSchedule``), plus two documented extensions
+its parser does not have: ``CRON|<pattern>[|<zone>]``, and an ISO-8601 duration as the delay of
+``FIXED_DELAY`` (``FIXED_DELAY|PT10S``), the form ``application.yml`` writes every duration in.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from .base import Schedule
 from .cron import CronSchedule
@@ -14,9 +16,20 @@ from .daily import Daily, parse_time_of_day
 from .disabled import DisabledSchedule
 from .fixed_delay import FixedDelay
 
-EXAMPLES = "[FIXED_DELAY|120s, DAILY|12:00, DAILY|12:00,13:45, DAILY|12:00,13:45|Europe/Rome, -]"
+EXAMPLES = (
+    "[FIXED_DELAY|120s, FIXED_DELAY|PT2M, DAILY|12:00, DAILY|12:00,13:45, DAILY|12:00,13:45|Europe/Rome, -]"
+)
+DELAY_FORMS = "whole seconds as <N>s (e.g. 10s) or an ISO-8601 duration (e.g. PT10S, PT0.5S, PT5M, PT1H)"
 
-_FIXED_DELAY = re.compile(r"FIXED_DELAY\|([0-9]+)s", re.ASCII)
+_FIXED_DELAY = re.compile(r"FIXED_DELAY\|(.*)", re.DOTALL)
+_SECONDS = re.compile(r"([0-9]+)s", re.ASCII)
+# Java's Duration.parse grammar, which configuration also reads: [+-]P[nD][T[nH][nM][n[.f]S]],
+# case-insensitive, each number with its own optional sign, at most 9 fractional digits.
+_ISO_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?[0-9]+)D)?"
+    r"(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
+    re.IGNORECASE | re.ASCII,
+)
 _DAILY = re.compile(r"DAILY\|([0-9]{2}:[0-9]{2}(?:,[0-9]{2}:[0-9]{2})*)(?:\|(.+))?", re.ASCII | re.DOTALL)
 _CRON = re.compile(r"CRON\|([^|]+)(?:\|(.+))?", re.ASCII | re.DOTALL)
 _DISABLED = "-"
@@ -35,6 +48,7 @@ def parse_schedule(text: str) -> Schedule:
 
     ==================================  =====================================================
     ``FIXED_DELAY|<N>s``                ``FixedDelay.of_seconds(N)``; ``0s`` is rejected
+    ``FIXED_DELAY|<ISO-8601>``          ``FixedDelay(duration)``, e.g. ``PT10S``; must be positive
     ``DAILY|HH:MM[,HH:MM...][|Zone]``   ``Daily(times..., zone=Zone or "UTC")``
     ``-``                               ``DisabledSchedule()``
     ``CRON|<pattern>[|Zone]``           ``CronSchedule(pattern, Zone or "UTC")`` (extension)
@@ -42,13 +56,14 @@ def parse_schedule(text: str) -> Schedule:
 
     Anything else (including ``None`` and ``""``) raises :class:`UnrecognizedScheduleError`, a
     ``ValueError``. A string of the right shape with a bad value (``DAILY|25:00``,
-    ``DAILY|12:00|WRONG``, ``FIXED_DELAY|0s``, a bad cron pattern) raises ``ValueError`` naming it.
+    ``DAILY|12:00|WRONG``, ``FIXED_DELAY|0s``, ``FIXED_DELAY|10m``, a bad cron pattern) raises
+    ``ValueError`` naming it; a bad delay's message also names both accepted delay forms.
     """
     if not isinstance(text, str) or not text:
         raise UnrecognizedScheduleError(text)
     if match := _FIXED_DELAY.fullmatch(text):
         try:
-            return FixedDelay.of_seconds(int(match.group(1)))
+            return _fixed_delay(match.group(1))
         except ValueError as e:
             raise ValueError(f"invalid schedule {text!r}: {e}") from None
     if match := _DAILY.fullmatch(text):
@@ -66,3 +81,41 @@ def parse_schedule(text: str) -> Schedule:
         except ValueError as e:
             raise ValueError(f"invalid schedule {text!r}: {e}") from None
     raise UnrecognizedScheduleError(text)
+
+
+def _fixed_delay(value: str) -> FixedDelay:
+    if seconds := _SECONDS.fullmatch(value):
+        return FixedDelay.of_seconds(int(seconds.group(1)))
+    delay = _iso_duration(value)
+    if delay is None:
+        raise ValueError(f"the delay {value!r} is neither of its two forms; write {DELAY_FORMS}")
+    if delay <= timedelta(0):
+        raise ValueError(f"a fixed delay must be positive, got {value!r}; write {DELAY_FORMS}")
+    return FixedDelay(delay)
+
+
+def _iso_duration(text: str) -> timedelta | None:
+    """``"PT10S"`` → ``timedelta(seconds=10)``; None when ``text`` is outside the grammar.
+
+    The engine depends on SQLAlchemy only, so it reads the durations itself rather than through
+    ``ekbatan.core``'s settings parser; both follow Java's ``Duration.parse``.
+    """
+    match = _ISO_DURATION.fullmatch(text)
+    if match is None or not (match[2] or match[3]) or (match[3] and not any(match[i] for i in (4, 5, 6))):
+        return None
+    days, hours, minutes, seconds = (int(match[i]) if match[i] else 0 for i in (2, 4, 5, 6))
+    nanos = int((match[7] or "").ljust(9, "0"))
+    if match[6] and match[6].startswith("-"):
+        nanos = -nanos  # the fraction takes the sign of its seconds, as in Java
+    total = (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1_000_000_000 + nanos
+    if match[1] == "-":
+        total = -total
+    if total % 1000:
+        raise ValueError(
+            f"the delay {text!r} has a fraction finer than a microsecond, which a timedelta cannot hold; "
+            "round it to at most 6 fractional digits"
+        )
+    try:
+        return timedelta(microseconds=total // 1000)
+    except OverflowError:
+        raise ValueError(f"the delay {text!r} is too long (over 999999999 days)") from None
