@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from ekbatan.distributed_jobs.scheduler import Scheduler, TaskSummary
 from ekbatan.integrations.runtime import EkbatanRuntime
 
 __all__ = ["FAILING_TASKS_CACHE", "health_report"]
@@ -17,23 +18,24 @@ __all__ = ["FAILING_TASKS_CACHE", "health_report"]
 FAILING_TASKS_CACHE = timedelta(seconds=5)
 
 
-class _FailingTasksCount:
-    """The failing-task count read at most once per ``max_age``: a probe hammered by many
-    callers reads ``scheduled_tasks`` once per interval, whatever the request rate. A failed
-    read is kept as long, so a database in trouble is not hammered either. While one caller
-    reads, the others answer with the value read before rather than queue behind a read that
-    may wait a connect timeout during an outage; only the very first read is waited for."""
+class _TaskSummaryCache:
+    """The per-task summary of ``scheduled_tasks`` read at most once per ``max_age``: a probe
+    hammered by many callers reads the table once per interval, whatever the request rate. A
+    failed read is kept as long, so a database in trouble is not hammered either. While one
+    caller reads, the others answer with the value read before rather than queue behind a read
+    that may wait a connect timeout during an outage; only the very first read is waited for."""
 
     def __init__(self) -> None:
         self._reading = threading.Lock()  # held by the one caller reading
         self._read_at: float | None = None
-        self._value: int | str = 0  # the count, or the type name of the error reading it
+        # the summary, or the type name of the error reading it
+        self._value: list[TaskSummary] | str = []
 
     def _fresh(self, max_age: float) -> bool:
         read_at = self._read_at
         return read_at is not None and time.monotonic() - read_at < max_age
 
-    def get(self, runtime: EkbatanRuntime, max_age: float) -> int | str:
+    def get(self, runtime: EkbatanRuntime, max_age: float) -> list[TaskSummary] | str:
         if self._fresh(max_age):
             return self._value
         if not self._reading.acquire(blocking=self._read_at is None):
@@ -41,8 +43,7 @@ class _FailingTasksCount:
         try:
             if not self._fresh(max_age):  # not read by the caller this one waited for
                 try:
-                    summary = runtime.scheduler_client.get_scheduled_executions_summary_by_task()
-                    self._value = sum(task.failing_count for task in summary)
+                    self._value = runtime.scheduler_client.get_scheduled_executions_summary_by_task()
                 except Exception as error:
                     # the error's type only: its text may carry a URL or a statement
                     self._value = type(error).__name__
@@ -52,12 +53,25 @@ class _FailingTasksCount:
             self._reading.release()
 
 
-def _failing_tasks(runtime: EkbatanRuntime, max_age: timedelta) -> int | str:
+def _task_summary(runtime: EkbatanRuntime, max_age: timedelta) -> list[TaskSummary] | str:
     with runtime._lock:
-        if runtime._failing_tasks is None:
-            runtime._failing_tasks = _FailingTasksCount()
-        counter: _FailingTasksCount = runtime._failing_tasks
-    return counter.get(runtime, max_age.total_seconds())
+        if not isinstance(runtime._failing_tasks, _TaskSummaryCache):
+            runtime._failing_tasks = _TaskSummaryCache()
+        cache: _TaskSummaryCache = runtime._failing_tasks
+    return cache.get(runtime, max_age.total_seconds())
+
+
+def _unknown_tasks(scheduler: Scheduler, summary: list[TaskSummary] | None) -> list[dict[str, Any]]:
+    """Task names in ``scheduled_tasks`` that no task of this scheduler has, with their row
+    counts (from the summary when it was read, else the names the scheduler met in due rows)."""
+    known = set(scheduler.task_names)
+    if summary is not None:
+        return [
+            {"task_name": task.task_name, "executions": task.instance_count}
+            for task in summary
+            if task.task_name not in known
+        ]
+    return [{"task_name": name, "executions": None} for name in scheduler.unresolved_task_names]
 
 
 def health_report(
@@ -76,6 +90,11 @@ def health_report(
     and make it not ready only when ``max_failing_tasks`` is given and exceeded; the count is
     read at most once per ``failing_tasks_cache`` (default 5 s) per runtime, so it may be that
     old. The report holds no task data and no configuration.
+
+    ``unknown_tasks`` (present only when there are some) lists the task names in
+    ``scheduled_tasks`` that no task of this scheduler has, each with its number of rows: a name
+    misspelled when scheduling, or a task of another release or application. They never make it
+    not ready: their rows wait for an instance that knows them.
     """
     if runtime is None or not runtime.started:
         return False, {"status": "unavailable", "reason": "ekbatan is not started", "scheduler": None}
@@ -105,14 +124,20 @@ def health_report(
         reasons.append("the scheduler has not polled yet")
     elif age > limit.total_seconds():
         reasons.append("the scheduler's last successful poll is too old")
+    summary: list[TaskSummary] | None = None
     if count_failing_tasks:
-        failing = _failing_tasks(runtime, failing_tasks_cache)
-        if isinstance(failing, str):
-            reasons.append(f"scheduled_tasks could not be read ({failing})")
+        read = _task_summary(runtime, failing_tasks_cache)
+        if isinstance(read, str):
+            reasons.append(f"scheduled_tasks could not be read ({read})")
         else:
+            summary = read
+            failing = sum(task.failing_count for task in summary)
             report["failing_tasks"] = failing
             if max_failing_tasks is not None and failing > max_failing_tasks:
                 reasons.append(f"{failing} failing task(s), more than {max_failing_tasks}")
+    unknown = _unknown_tasks(scheduler, summary)
+    if unknown:
+        report["unknown_tasks"] = unknown
     ready = not reasons
     result: dict[str, Any] = {"status": "ok" if ready else "unavailable"}
     if reasons:
