@@ -58,6 +58,16 @@ def record_version(
     )
 
 
+def rerecord_version(
+    connection: sa.Connection, component: str, version: str, description: str, checksum: str
+) -> None:
+    """Replace the row of a version applied again (its checksum is now the statements just run)."""
+    connection.execute(
+        sa.delete(_history).where(_history.c.component == component, _history.c.version == version)
+    )
+    record_version(connection, component, version, description, checksum)
+
+
 def acquire_migration_lock(
     connection: sa.Connection, dialect: DialectName, timeout_seconds: int = 600
 ) -> None:

@@ -11,9 +11,12 @@ recorded only after all its statements succeeded, and re-running completes a par
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import sqlalchemy as sa
 
 from ekbatan.core.migrations.contributions import Migration, MigrationTuple, load_contributions, plan
 from ekbatan.core.migrations.eventlog_ddl import DEFAULT_EVENTLOG_SCHEMA
@@ -23,6 +26,7 @@ from ekbatan.core.migrations.history import (
     history_table_statement,
     record_version,
     release_migration_lock,
+    rerecord_version,
 )
 from ekbatan.core.persistence.connection_provider import ConnectionProvider
 from ekbatan.core.persistence.credentials import mask_url_password
@@ -55,6 +59,8 @@ class TargetReport:
     dialect: DialectName
     applied: list[tuple[str, str]] = field(default_factory=list)
     already_applied: list[tuple[str, str]] = field(default_factory=list)
+    #: recorded as applied, but a table they create was missing: applied again
+    reapplied: list[tuple[str, str]] = field(default_factory=list)
 
 
 class MigrationError(RuntimeError):
@@ -174,23 +180,42 @@ def _apply(
                 statements = migration.statements_for(dialect, eventlog_schema=target.eventlog_schema)
                 checksum = migration.checksum(statements)
                 if key in applied:
-                    report.already_applied.append(key)
-                    if applied[key] != checksum:
-                        log.warning(
-                            "%s: %s %s was applied with different statements than it has now; "
-                            "it is not re-run (write a new version to change a schema)",
-                            target.name,
-                            *key,
-                        )
-                    continue
+                    missing = missing_tables(connection, statements)
+                    connection.commit()
+                    reason = f"table(s) {', '.join(missing)} do not exist"
+                    # a later version may add to a table an earlier one just recreated (an index)
+                    if not missing and key[0] in {c for c, _ in report.reapplied}:
+                        reason = f"an earlier {key[0]} version was just applied again"
+                    elif not missing:
+                        report.already_applied.append(key)
+                        if applied[key] != checksum:
+                            log.warning(
+                                "%s: %s %s was applied with different statements than it has now; "
+                                "it is not re-run (write a new version to change a schema)",
+                                target.name,
+                                *key,
+                            )
+                        continue
+                    log.warning(
+                        "%s: %s %s is recorded as applied but %s; applying it again",
+                        target.name,
+                        *key,
+                        reason,
+                    )
                 try:
                     for statement in statements:
                         connection.exec_driver_sql(statement)
-                    record_version(connection, *key, migration.description, checksum)
+                    if key in applied:
+                        rerecord_version(connection, *key, migration.description, checksum)
+                    else:
+                        record_version(connection, *key, migration.description, checksum)
                     connection.commit()
                 except Exception as error:
                     connection.rollback()
                     raise _VersionFailed(migration, error) from error
+                if key in applied:
+                    report.reapplied.append(key)
+                    continue
                 log.info("%s: applied %s %s (%s)", target.name, *key, migration.description)
                 report.applied.append(key)
         finally:
@@ -201,3 +226,18 @@ def _apply(
                 # Closing the session releases the lock anyway; keep the original error.
                 log.debug("could not release the migration lock on %s", target.name, exc_info=True)
     return report
+
+
+_CREATE_TABLE = re.compile(r"create\s+table\s+if\s+not\s+exists\s+([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)", re.I)
+
+
+def missing_tables(connection: sa.Connection, statements: Sequence[str]) -> list[str]:
+    """The tables that ``statements`` create (``CREATE TABLE IF NOT EXISTS``) and that do not exist."""
+    inspector = sa.inspect(connection)
+    missing = []
+    for statement in statements:
+        for qualified in _CREATE_TABLE.findall(statement):
+            schema, _, name = qualified.rpartition(".")
+            if not inspector.has_table(name, schema=schema or None):
+                missing.append(qualified)
+    return missing

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import sqlalchemy as sa
@@ -38,7 +38,35 @@ __all__ = ["Invocation", "ekbatan_command", "main"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _json_error(message: str, code: int) -> NoReturn:
+    """With ``--json`` an error is one JSON object on stderr, for a script to parse."""
+    click.echo(json.dumps({"error": message, "exit": code}), err=True)
+    raise SystemExit(code)
+
+
+class _Group(click.Group):
+    """click's group, except that with ``--json`` on the command line click's own errors (a
+    usage error, an unknown option) are a JSON object too rather than click's usage text."""
+
+    def main(self, args: Any = None, *pargs: Any, **kwargs: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        wants_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+        if not wants_json or kwargs.get("standalone_mode", True) is False:
+            return super().main(args, *pargs, **kwargs)
+        kwargs["standalone_mode"] = False
+        try:
+            returned = super().main(args, *pargs, **kwargs)
+        except click.ClickException as error:
+            _json_error(" ".join(error.format_message().split()), error.exit_code)
+        except click.Abort:
+            _json_error("aborted", EXIT_FAILED)
+        # what standalone mode does: a command's return value is not an exit code, Exit's is
+        raise SystemExit(returned if isinstance(returned, int) else EXIT_OK)
+
+
+@click.group(
+    cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 def main() -> None:
     """Operate Ekbatan: framework tables, a standalone worker, scheduled tasks, the outbox's
     event pipeline and a health check, on the databases of an application.yml (or one --url).
@@ -108,11 +136,13 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {first_line(error)} (--debug shows the traceback)"
 
 
-def _fail(invocation: Invocation, error: BaseException) -> None:
+def _fail(invocation: Invocation, error: BaseException) -> NoReturn:
     if invocation.debug:
         traceback.print_exception(error, file=sys.stderr)
-    click.echo(f"error: {describe(error)}", err=True)
     code = error.exit_code if isinstance(error, CliError) else EXIT_FAILED
+    if invocation.as_json:
+        _json_error(describe(error), code)
+    click.echo(f"error: {describe(error)}", err=True)
     raise SystemExit(code)
 
 

@@ -20,36 +20,69 @@ def migrate_command(invocation: Invocation) -> None:
     running it again is safe. With --url, only that database is migrated.
     """
     target = invocation.target()
-    descriptions = {(m.component, m.version): m.description for m in load_contributions()}
-    reports: list[TargetReport] = []
+    migrations = {(m.component, m.version): m for m in load_contributions()}
+    reports: list[tuple[TargetReport, str]] = []
     for shard in target.shards:
         pool = shard.primary
         provider = invocation.open(pool, create=True)
         pool.connect(provider).close()  # one clear line when the database cannot be reached
-        reports += migrate([MigrationTarget(shard.name, provider, shard.eventlog_schema, pool.config_path)])
-    rows: list[dict[str, Any]] = [
-        {
-            "shard": report.name,
-            "dialect": report.dialect.value,
-            "applied": [_entry(key, descriptions) for key in report.applied],
-            "already_applied": [_entry(key, descriptions) for key in report.already_applied],
-        }
-        for report in reports
-    ]
+        for report in migrate(
+            [MigrationTarget(shard.name, provider, shard.eventlog_schema, pool.config_path)]
+        ):
+            reports.append((report, shard.eventlog_schema))
+    rows: list[dict[str, Any]] = []
+    for report, eventlog_schema in reports:
+
+        def entry(
+            key: tuple[str, str], report: TargetReport = report, schema: str = eventlog_schema
+        ) -> dict[str, Any]:
+            migration = migrations.get(key)
+            # a version with no statements for this dialect (e.g. an index other dialects have
+            # had from the start) is recorded, so that it is not pending, but changes nothing here
+            here = migration is None or bool(migration.statements_for(report.dialect, eventlog_schema=schema))
+            description = migration.description if migration is not None else ""
+            return {
+                "component": key[0],
+                "version": key[1],
+                "description": description,
+                "on_this_dialect": here,
+            }
+
+        rows.append(
+            {
+                "shard": report.name,
+                "dialect": report.dialect.value,
+                "applied": [entry(key) for key in report.applied],
+                "already_applied": [entry(key) for key in report.already_applied],
+                "reapplied": [entry(key) for key in report.reapplied],
+            }
+        )
     invocation.emit({"shards": rows}, lambda: _human(rows))
 
 
-def _entry(key: tuple[str, str], descriptions: dict[tuple[str, str], str]) -> dict[str, str]:
-    return {"component": key[0], "version": key[1], "description": descriptions.get(key, "")}
+_STATES = (
+    ("applied", "applied"),
+    ("already_applied", "already applied"),
+    ("reapplied", "re-applied (its table was missing)"),
+)
 
 
 def _human(rows: list[dict[str, Any]]) -> str:
     table = [
-        (row["shard"], row["dialect"], f"{m['component']} {m['version']}", state, m["description"])
+        (
+            row["shard"],
+            row["dialect"],
+            f"{m['component']} {m['version']}",
+            state if m["on_this_dialect"] else f"not on {row['dialect']}",
+            m["description"],
+        )
         for row in rows
-        for state, entries in (("applied", row["applied"]), ("already applied", row["already_applied"]))
-        for m in entries
+        for key, state in _STATES
+        for m in row[key]
     ]
-    applied = sum(len(row["applied"]) for row in rows)
+    applied = sum(1 for row in rows for m in row["applied"] if m["on_this_dialect"])
+    reapplied = sum(len(row["reapplied"]) for row in rows)
     summary = f"{applied} migration(s) applied on {len(rows)} shard(s)"
+    if reapplied:
+        summary += f"; {reapplied} applied again because a table they create was missing"
     return render_table(("SHARD", "DIALECT", "MIGRATION", "STATUS", "DESCRIPTION"), table) + "\n" + summary

@@ -23,9 +23,11 @@ import time
 from typing import Any
 
 import click
+import sqlalchemy as sa
 
+from ekbatan.distributed_jobs import JobsDatabaseUnavailableError
 from ekbatan.integrations.cli.app import Invocation, ekbatan_command
-from ekbatan.integrations.cli.targets import CliError
+from ekbatan.integrations.cli.targets import CliError, Target, first_line
 from ekbatan.integrations.runtime import build_runtime
 
 __all__ = ["worker_command"]
@@ -82,9 +84,6 @@ def worker_command(
     log_level: str,
 ) -> None:
     """Run the application's jobs and event handlers until SIGTERM or SIGINT."""
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     names = [name.strip() for name in packages.split(",") if name.strip()]
     if not names:
         raise click.BadParameter("name at least one package", param_hint="--packages")
@@ -110,6 +109,12 @@ def worker_command(
             f"nothing to run: no @distributed_job or @event_handler found in {', '.join(names)}; "
             f"check --packages"
         )
+    handlers = list(dict.fromkeys(runtime.event_handler_registry.handler_names()))
+    _check_databases(invocation, target, handlers=bool(handlers), migrate=migrate, wait=wait_for_database)
+    # Logging starts only now, so that a worker refused before it starts prints one line.
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     received: list[signal.Signals] = []
 
     def note(signum: int, _frame: object) -> None:
@@ -118,9 +123,12 @@ def worker_command(
 
     previous = {sig: signal.signal(sig, note) for sig in STOP_SIGNALS}
     try:
-        runtime.start()
+        try:
+            runtime.start()
+        except JobsDatabaseUnavailableError as error:
+            raise CliError(_command_line_fix(first_line(error))) from error
         jobs = [job.name() for job in runtime.jobs]
-        handlers = [cls.__name__ for cls in runtime.discovered.handlers]
+        handling = runtime.settings.local_event_handler.handling.enabled
         pool = target.jobs
         # a degraded start leaves the jobs' rows to write once the database answers
         waiting = bool(runtime.job_registry.scheduler.startup_tasks_waiting_for_database)
@@ -131,11 +139,13 @@ def worker_command(
                 "pid": os.getpid(),
                 "jobs": jobs,
                 "handlers": handlers,
+                "handling_enabled": handling,
                 "jobs_pool": pool.url,
                 "waiting_for_database": waiting,
             },
-            f"ekbatan worker {os.getpid()}: {len(jobs)} job(s) ({', '.join(jobs)}), {len(handlers)} handler(s), "
-            f"jobs pool {pool.url}{' (waiting for its database)' if waiting else ''}; stop it with SIGTERM or Ctrl-C",
+            f"ekbatan worker {os.getpid()}: {len(jobs)} job(s) ({', '.join(jobs)}), "
+            f"{_handlers_text(handlers, handling)}, jobs pool {pool.url}"
+            f"{' (waiting for its database)' if waiting else ''}; stop it with SIGTERM or Ctrl-C",
         )
         while not received:
             time.sleep(0.05)
@@ -144,11 +154,64 @@ def worker_command(
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
     runtime.stop()
+    # Executions still running after the shutdown waits stay registered (their threads are
+    # abandoned, their rows stay picked until another worker revives them).
+    abandoned = len(runtime.job_registry.scheduler.registry.snapshot())
+    outcome = (
+        f"stopped; {abandoned} execution(s) abandoned, their rows stay picked until another worker revives "
+        f"them once their heartbeat is older than the dead window"
+        if abandoned
+        else "stopped cleanly"
+    )
     _say(
         invocation,
-        {"event": "stopped", "signal": received[0].name},
-        f"ekbatan worker {os.getpid()}: {received[0].name} received; stopped cleanly",
+        {"event": "stopped", "signal": received[0].name, "abandoned": abandoned},
+        f"ekbatan worker {os.getpid()}: {received[0].name} received; {outcome}",
     )
+
+
+def _handlers_text(handlers: list[str], handling: bool) -> str:
+    listed = f"{len(handlers)} handler(s)" + (f" ({', '.join(handlers)})" if handlers else "")
+    if handlers and not handling:
+        # the fan-out runs, but no handler is called here: easy to miss when testing one worker
+        return (
+            f"{listed}, not run in this process: ekbatan.local-event-handler.handling.enabled is false "
+            f"(events are fanned out; a worker with it true handles them)"
+        )
+    return listed
+
+
+def _command_line_fix(message: str) -> str:
+    """The engine's advice names its Python API; on the command line the option is the fix."""
+    api = "start(require_database=False) starts anyway and waits for it"
+    option = "or run the worker with --wait-for-database to start anyway and wait for it"
+    return message.replace(api, option) if api in message else f"{message}; {option}"
+
+
+def _check_databases(
+    invocation: Invocation, target: Target, *, handlers: bool, migrate: bool, wait: bool
+) -> None:
+    """Refuse to start, in one line, on an unreachable jobs database or missing framework tables.
+
+    Started anyway, the scheduler's threads would log a traceback per failing query before the
+    start-up check gives up with an error about registration rather than the missing table.
+    """
+    pool = target.jobs
+    provider = invocation.open(pool, create=migrate)
+    try:
+        connection = provider.connect()
+    except sa.exc.DBAPIError as error:
+        if wait:
+            return  # --wait-for-database: the scheduler retries until it answers
+        raise CliError(_command_line_fix(str(pool.unreachable(error)))) from None
+    with connection:
+        if not migrate:
+            target.require_scheduled_tasks(connection)
+    if migrate or not handlers:
+        return
+    for shard in target.shards:
+        with shard.primary.connect(invocation.open(shard.primary)) as connection:
+            target.require_eventlog(connection, shard)
 
 
 def _say(invocation: Invocation, data: dict[str, Any], text: str) -> None:
