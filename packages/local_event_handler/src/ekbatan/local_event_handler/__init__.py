@@ -10,6 +10,7 @@ backoff until the retention window ends. Delivery is at least once.
 from ekbatan.local_event_handler.backoff import backoff_delay
 from ekbatan.local_event_handler.dispatch import HandlerTimeoutError
 from ekbatan.local_event_handler.envelope import EventEnvelope
+from ekbatan.local_event_handler.event_type_checks import UnrecordedSubscription, unrecorded_subscriptions
 from ekbatan.local_event_handler.fanout import (
     DEFAULT_FANOUT_BATCH_SIZE,
     DEFAULT_FANOUT_NAME,
@@ -51,8 +52,10 @@ __all__ = [
     "NotificationState",
     "PipelineJob",
     "ShardRoundError",
+    "UnrecordedSubscription",
     "backoff_delay",
     "event_handler",
     "event_pipeline_jobs",
     "is_event_handler",
+    "unrecorded_subscriptions",
 ]

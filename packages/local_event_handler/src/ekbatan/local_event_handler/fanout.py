@@ -18,7 +18,12 @@ from ekbatan.core.config import EkbatanSettings, LocalEventHandlerConfig
 from ekbatan.core.outbox.clock import utc_now
 from ekbatan.core.outbox.wakeups import events_channel, notifications_channel, notify
 from ekbatan.core.persistence import DialectName, TransactionManager
+from ekbatan.core.sharding.shard_identifier import ShardIdentifier
 from ekbatan.local_event_handler.connections import pipeline_connection
+from ekbatan.local_event_handler.event_type_checks import (
+    unrecorded_subscriptions,
+    warn_unrecorded_subscriptions,
+)
 from ekbatan.local_event_handler.fanout_sql import FanoutStatements, fanout_statements
 from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder
 from ekbatan.local_event_handler.shard_rounds import ShardRounds
@@ -66,6 +71,9 @@ class EventFanoutJob(PipelineJob):
         self._rounds = ShardRounds("fan-out", f"{self._name}-shard")
         self._statement_cache: dict[tuple[DialectName, str], FanoutStatements] = {}
         self._counts = threading.Lock()
+        # shards whose eventlog was looked at for handlers of event types nobody records: once
+        # per shard and process, at the first round there
+        self._subscriptions_checked: set[ShardIdentifier | None] = set()
         #: events fanned out and notifications written by this job object
         self.fanned_out = 0
         self.notifications_created = 0
@@ -83,6 +91,8 @@ class EventFanoutJob(PipelineJob):
     def _fan_out_shard(self, manager: TransactionManager) -> int:
         if not self._handlers:
             return 0
+        if manager.shard not in self._subscriptions_checked:
+            self._check_subscriptions(manager)
         statements = self._statements(manager)
         now = utc_now(self._clock)
         with pipeline_connection(manager.primary) as connection, connection.begin():
@@ -100,6 +110,23 @@ class EventFanoutJob(PipelineJob):
                 manager.shard,
             )
         return events
+
+    def _check_subscriptions(self, manager: TransactionManager) -> None:
+        assert self._handlers is not None
+        try:
+            # a plain connection: the pipeline's index-only PostgreSQL settings suit its own
+            # statements, not these existence reads
+            with manager.primary.connect() as connection:
+                missing = unrecorded_subscriptions(
+                    connection, manager.dialect, manager.eventlog_schema, self._handlers
+                )
+        except Exception as error:
+            # the round that follows meets the same trouble and reports it; try again next round
+            log.debug("could not check the handlers' event types on shard %s: %s", manager.shard, error)
+            return
+        self._subscriptions_checked.add(manager.shard)
+        if missing:
+            warn_unrecorded_subscriptions(missing, f"the eventlog of shard {manager.shard}")
 
     def _statements(self, manager: TransactionManager) -> FanoutStatements:
         key = (manager.dialect, manager.eventlog_schema)
