@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import datetime
 
 import pytest
+import sqlalchemy as sa
 
 
 @pytest.mark.slow
@@ -50,10 +52,62 @@ def test_the_product_demo_proves_its_guarantees_on_sqlite(tmp_path):
     assert not list(tmp_path.iterdir()), "the demo left its temporary directory behind"
 
 
+def _what_is_there(url: str) -> tuple[set[str], set[str]]:
+    """The tables of the database's default schema, and the demo-named schemas (PostgreSQL) or
+    databases (MariaDB) of the server: where the demo puts its tables and its eventlog."""
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            inspector = sa.inspect(connection)
+            tables = set(inspector.get_table_names())
+            schemas = {name for name in inspector.get_schema_names() if name.startswith("demo_")}
+    finally:
+        engine.dispose()
+    return tables, schemas
+
+
 @pytest.mark.slow
 @pytest.mark.dialects("postgres", "mariadb")
-def test_the_product_demo_runs_on_a_server(dialect, database, tmp_path):
+def test_the_product_demo_runs_on_a_server_and_leaves_nothing_behind(dialect, database, tmp_path):
+    before = _what_is_there(database.url)
     finished = _product_demo(tmp_path, "--url", database.url)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert "✘" not in finished.stdout
     assert "✔ every one-time task ran: 60 of 60" in finished.stdout
+    # the history table and an empty scheduled_tasks used to stay, and a later migrate then
+    # skipped creating scheduled_tasks
+    assert _what_is_there(database.url) == before
+
+
+@pytest.mark.slow
+@pytest.mark.dialects("postgres", "mariadb")
+def test_the_product_demo_keeps_an_applications_framework_tables(dialect, database, tmp_path):
+    from ekbatan.core import migrate
+    from ekbatan.core.migrations import MigrationTarget
+
+    migrate([MigrationTarget("app", database.url)])
+    engine = sa.create_engine(database.url, poolclass=sa.NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text(
+                    "INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, picked, version) "
+                    "VALUES ('app-job', 'recurring', :at, :f, 1)"
+                ),
+                {"at": datetime(2030, 1, 1), "f": False},
+            )
+        history = (
+            "SELECT component, version, checksum FROM ekbatan_schema_history ORDER BY component, version"
+        )
+        with engine.connect() as connection:
+            history_before = connection.execute(sa.text(history)).all()
+        before = _what_is_there(database.url)
+        finished = _product_demo(tmp_path, "--url", database.url)
+        assert finished.returncode == 0, finished.stdout + finished.stderr
+        assert _what_is_there(database.url) == before
+        with engine.connect() as connection:
+            assert connection.execute(sa.text(history)).all() == history_before
+            rows = connection.execute(sa.text("SELECT task_name FROM scheduled_tasks")).scalars().all()
+            assert rows == ["app-job"]
+    finally:
+        engine.dispose()

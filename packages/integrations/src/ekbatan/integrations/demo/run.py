@@ -25,6 +25,7 @@ import sqlalchemy as sa
 import yaml
 
 from ekbatan.core import ActionExecutor, DatabaseRegistry, load_settings, migrate
+from ekbatan.core.migrations import HISTORY_TABLE
 from ekbatan.core.persistence.credentials import mask_url_password
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.demo import shop
@@ -108,13 +109,16 @@ class _Demo:
         self.engine = self.registry.primary().engine
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.killed: str | None = None
+        #: the rows the killed worker held once it was dead: what the others must revive
+        self.held: list[str] = []
+        #: framework tables that were there before the demo: only the demo's rows are removed
+        self.existed: set[str] = set()
+        self.history_before: list[dict[str, object]] = []
         self.exit_codes: dict[str, int] = {}
         self.worker_log_path = directory / "workers.log"
         self.worker_log = self.worker_log_path.open("wb")
 
     def run(self) -> DemoResult:
-        say = self.progress.say
-        say(f"database: {mask_url_password(self.url)}")
         try:
             self._prepare()
             self._start_workers()
@@ -131,8 +135,8 @@ class _Demo:
             self.worker_log.close()
 
     def _prepare(self) -> None:
-        for report in migrate(self.settings):
-            self.progress.say(f"migrations: applied {report.applied or 'nothing new'}")
+        self._note_what_exists()
+        migrate(self.settings)
         shop.Base.metadata.drop_all(self.engine)  # a previous demo's rows on a server database
         shop.Base.metadata.create_all(self.engine)
         with self.engine.begin() as connection:
@@ -154,24 +158,26 @@ class _Demo:
                 stdout=self.worker_log,
                 stderr=subprocess.STDOUT,
             )
-        self.progress.say(f"started {', '.join(self.processes)} (separate processes, one database)")
 
     def _work(self) -> None:
         client = SchedulerClient(self.engine, [shop.send_invoice])
         client.schedule_batch(
             [shop.send_invoice.instance(f"invoice-{i:04d}", {"order": i}) for i in range(self.tasks)]
         )
-        self.progress.say(f"scheduled {self.tasks} one-time tasks (send-invoice), due now")
         executor = ActionExecutor(self.registry, namespace="demo_shop")
         for i in range(self.orders):
             executor.execute(
                 shop.PlaceOrder(), shop.PlaceOrderParams(customer=f"customer-{i}", total=Decimal(i))
             )
+        total = self.tasks + self.orders * len(HANDLERS)
         self.progress.say(
-            f"placed {self.orders} orders: {self.orders} DemoOrderPlaced events for {len(HANDLERS)} handlers"
+            f"ekbatan demo: {len(self.processes)} worker processes ({', '.join(self.processes)}) on one database, "
+            f"{mask_url_password(self.url)}\n"
+            f"{total} pieces of work = {self.tasks} one-time tasks (send-invoice, due now) + {self.orders} orders "
+            f"× {len(HANDLERS)} handlers (each order records one DemoOrderPlaced event, which "
+            f"{' and '.join(HANDLERS)} both receive); the recurring jobs {' and '.join(RECURRING)} run besides"
         )
         started = time.monotonic()
-        total = self.tasks + self.orders * len(HANDLERS)
         previous, previous_at = 0, started
         while time.monotonic() - started < DEADLINE_SECONDS:
             counts = self._counts()
@@ -182,11 +188,12 @@ class _Demo:
             rate = (done - previous) / max(now - previous_at, 1e-6)
             previous, previous_at = done, now
             by_node = Counter(node for rows in counts.values() for _, node in rows)
-            self.progress.update(
-                done,
-                total,
-                f"{rate:5.0f}/s  by worker: " + ", ".join(f"{n} {c}" for n, c in sorted(by_node.items())),
-            )
+            if done:  # no line of zeros while the workers are still starting
+                self.progress.update(
+                    done,
+                    total,
+                    f"{rate:5.0f}/s  by worker: " + ", ".join(f"{n} {c}" for n, c in sorted(by_node.items())),
+                )
             if self.killed is None and done >= total // 2:
                 self._kill_one()
             if done >= total and self._recurring_slots() >= 4 and not self._held_by_the_killed():
@@ -215,10 +222,18 @@ class _Demo:
         self.processes[victim].send_signal(signal.SIGKILL)
         self.processes[victim].wait()
         self.killed = victim
-        what = sorted(r.task_name for r in held if r.picked_by == victim)
+        # counted once it is dead, so that nothing it claims after the look above is missed
+        with self.engine.connect() as connection:
+            self.held = list(
+                connection.execute(
+                    sa.text("SELECT task_name FROM scheduled_tasks WHERE picked = :t AND picked_by = :node"),
+                    {"t": True, "node": victim},
+                ).scalars()
+            )
         self.progress.say(
-            f"SIGKILL {victim} halfway; it held {len(what)} row(s) ({', '.join(sorted(set(what))) or 'none'}): "
-            "another worker takes them over once their heartbeat is older than the dead window"
+            f"SIGKILL {victim} halfway; it held {len(self.held)} row(s) "
+            f"({', '.join(sorted(set(self.held))) or 'none'}): another worker takes them over once their "
+            "heartbeat is older than the dead window"
         )
 
     def _held_by_the_killed(self) -> int:
@@ -283,7 +298,7 @@ class _Demo:
         )
         result.checks.append(
             (
-                f"nothing ran twice except runs the SIGKILL cut short ({len(twice) - len(unexplained)} revived)",
+                f"nothing ran twice except work the SIGKILL cut short ({len(twice) - len(unexplained)} ran again)",
                 not unexplained,
             )
         )
@@ -307,12 +322,23 @@ class _Demo:
             )
         )
         by_node = Counter(r.node for r in rows)
-        say("work by worker: " + ", ".join(f"{node} {count}" for node, count in sorted(by_node.items())))
+        repeated = sum(len(nodes) - 1 for nodes in twice.values())
+        say(
+            "work by worker: "
+            + ", ".join(f"{node} {count}" for node, count in sorted(by_node.items()))
+            + f" = {len(rows)} runs: {len(one_time)} one-time tasks + {len(handled)} handler calls + "
+            + f"{sum(slots.values())} recurring slots + {repeated} run again after the SIGKILL"
+        )
         for text, passed in result.checks:
             say(f"  {'✔' if passed else '✘'} {text}")
         revived = [line for line in self._worker_lines() if "reviving dead execution" in line]
         if self.killed is not None:
-            say(f"after the SIGKILL of {self.killed}, the others revived {len(revived)} execution(s) it held")
+            say(
+                f"the SIGKILL of {self.killed}: it held {len(self.held)} row(s) when it died; the others revived "
+                f"{len(revived)} once their heartbeats were older than the dead window. {repeated} run(s) it had "
+                "done without its completion written yet ran again (at least once: handlers and tasks must be "
+                "idempotent); everything else ran exactly once"
+            )
         if not result.ok:
             say("the workers' log:")
             for line in self._worker_lines()[-40:]:
@@ -323,18 +349,46 @@ class _Demo:
         self.worker_log.flush()
         return self.worker_log_path.read_text("utf-8", errors="replace").splitlines()
 
+    def _note_what_exists(self) -> None:
+        """The framework tables already there: a server database may be an application's."""
+        if self.engine.dialect.name == "sqlite":
+            return  # a fresh file in the demo's temporary directory
+        with self.engine.connect() as connection:
+            inspector = sa.inspect(connection)
+            self.existed = {t for t in (HISTORY_TABLE, "scheduled_tasks") if inspector.has_table(t)}
+            if HISTORY_TABLE in self.existed:
+                history = sa.Table(HISTORY_TABLE, sa.MetaData(), autoload_with=connection)
+                self.history_before = [dict(row._mapping) for row in connection.execute(sa.select(history))]
+
     def _clean_up(self) -> None:
+        """Leave the database as it was: the demo's tables, rows, eventlog and history gone.
+
+        A framework table the demo created is dropped; one that was there keeps everything
+        but the demo's rows, and the history its rows as they were: a history row left
+        behind would claim a table that is not there.
+        """
         if self.engine.dialect.name == "sqlite":
             return  # the temporary directory goes, file and all
         try:
             shop.Base.metadata.drop_all(self.engine)
             with self.engine.begin() as connection:
-                connection.execute(
-                    sa.text("DELETE FROM scheduled_tasks WHERE task_name IN :names").bindparams(
-                        sa.bindparam("names", expanding=True)
-                    ),
-                    {"names": [*RECURRING, *PIPELINE_JOBS, "send-invoice"]},
-                )
+                if "scheduled_tasks" in self.existed:
+                    connection.execute(
+                        sa.text("DELETE FROM scheduled_tasks WHERE task_name IN :names").bindparams(
+                            sa.bindparam("names", expanding=True)
+                        ),
+                        {"names": [*RECURRING, *PIPELINE_JOBS, "send-invoice"]},
+                    )
+                else:
+                    connection.exec_driver_sql("DROP TABLE IF EXISTS scheduled_tasks")
+                if HISTORY_TABLE not in self.existed:
+                    connection.exec_driver_sql(f"DROP TABLE IF EXISTS {HISTORY_TABLE}")
+                else:
+                    # as it was, row for row: migrating the demo's eventlog may have rewritten a row
+                    history = sa.Table(HISTORY_TABLE, sa.MetaData(), autoload_with=connection)
+                    connection.execute(sa.delete(history))
+                    if self.history_before:
+                        connection.execute(sa.insert(history), self.history_before)
                 if self.engine.dialect.name == "postgresql":
                     connection.exec_driver_sql(f"DROP SCHEMA IF EXISTS {self.eventlog} CASCADE")
                 else:
