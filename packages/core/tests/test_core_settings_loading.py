@@ -327,6 +327,33 @@ def test_shutdown_wait_may_be_zero_but_not_negative(tmp_path):
     assert "PT-1S" in message
 
 
+@pytest.mark.parametrize("spelling", ["missed-heartbeats-limit", "missedHeartbeatsLimit"])
+def test_missed_heartbeats_limit_loads(tmp_path, spelling):
+    settings = load(tmp_path, f"ekbatan:\n  jobs: {{{spelling}: 8}}\n" + SHARDING)
+    assert settings.jobs.missed_heartbeats_limit == 8
+    assert (
+        load(
+            tmp_path, "ekbatan:\n  jobs: {missed-heartbeats-limit: 4}\n" + SHARDING
+        ).jobs.missed_heartbeats_limit
+        == 4
+    )
+    assert load(tmp_path, "ekbatan:" + SHARDING).jobs.missed_heartbeats_limit is None
+    overridden = load(tmp_path, "ekbatan:" + SHARDING, EKBATAN_JOBS_MISSED_HEARTBEATS_LIMIT="12")
+    assert overridden.jobs.missed_heartbeats_limit == 12
+
+
+@pytest.mark.parametrize("value", [3, 0, -6])
+def test_missed_heartbeats_limit_below_four_is_refused_naming_the_value_and_the_minimum(tmp_path, value):
+    message = problems(tmp_path, f"ekbatan:\n  jobs: {{missed-heartbeats-limit: {value}}}\n" + SHARDING)
+    assert "ekbatan.jobs.missed-heartbeats-limit" in message
+    assert f"must be at least 4, got {value}" in message
+
+
+def test_missed_heartbeats_limit_must_be_a_whole_number(tmp_path):
+    message = problems(tmp_path, "ekbatan:\n  jobs: {missed-heartbeats-limit: six}\n" + SHARDING)
+    assert "ekbatan.jobs.missed-heartbeats-limit" in message
+
+
 def test_sub_millisecond_positive_polling_is_accepted(tmp_path):
     settings = load(tmp_path, "ekbatan:\n  jobs: {polling-interval: PT0.0005S}\n" + SHARDING)
     assert settings.jobs.polling_interval == timedelta(microseconds=500)

@@ -13,7 +13,7 @@ from integrations_sample.domain import Base, Deposit, DepositParams
 from integrations_sample.handlers import DepositLedger
 from integrations_support import application_yml
 
-from ekbatan.core import JobsPoolNotConfiguredError
+from ekbatan.core import JobsPoolNotConfiguredError, SettingsError
 from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules
 from ekbatan.integrations.construction import ConstructionError
 from ekbatan.integrations.runtime import build_runtime
@@ -140,3 +140,24 @@ def test_two_jobs_with_one_name_fail_naming_both_classes(tmp_path):
         f"'wallet-top-up' is the name() of both integrations_sample.jobs.TopUpJob and {__name__}.SameNameAsTopUp"
         in str(raised.value)
     )
+
+
+def test_the_missed_heartbeats_limit_comes_from_application_yml(tmp_path):
+    jobs = {"heartbeat-interval": "PT2S", "missed-heartbeats-limit": 9}
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", extra={"jobs": jobs})
+    runtime = build_runtime(config, ["integrations_sample.jobs"])
+    try:
+        scheduler = runtime.job_registry.scheduler
+        assert scheduler.missed_heartbeats_limit == 9
+        assert scheduler.heartbeat_interval * scheduler.missed_heartbeats_limit == timedelta(seconds=18)
+    finally:
+        runtime.stop()
+
+
+def test_a_missed_heartbeats_limit_below_four_is_refused_at_load(tmp_path):
+    config = application_yml(
+        tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", extra={"jobs": {"missed-heartbeats-limit": 2}}
+    )
+    with pytest.raises(SettingsError) as raised:
+        build_runtime(config, ["integrations_sample.jobs"])
+    assert "ekbatan.jobs.missed-heartbeats-limit: must be at least 4, got 2" in str(raised.value)

@@ -310,6 +310,31 @@ def test_apply_settings_refuses_anything_else(engine):
         builder(engine).apply_settings({"shutdown-max-wait": "PT0S"})
 
 
+def test_missed_heartbeats_limit_reaches_the_engine_from_the_builder_and_the_settings(engine):
+    built = builder(engine).with_job(Job()).missed_heartbeats_limit(8).build().scheduler
+    assert built.missed_heartbeats_limit == 8
+    assert built.heartbeat_interval * built.missed_heartbeats_limit == timedelta(seconds=80)
+    settings = jobs_settings(**{"heartbeat-interval": "PT30S", "missed-heartbeats-limit": 4})
+    applied = builder(engine).with_job(Job()).apply_settings(settings).build().scheduler
+    assert (applied.heartbeat_interval, applied.missed_heartbeats_limit) == (timedelta(seconds=30), 4)
+    # absent, the limit stays the engine's 6
+    assert (
+        builder(engine)
+        .with_job(Job())
+        .apply_settings(jobs_settings())
+        .build()
+        .scheduler.missed_heartbeats_limit
+        == 6
+    )
+
+
+@pytest.mark.parametrize("limit", [3, 0, -1, 4.5, True])
+def test_missed_heartbeats_limit_below_four_is_refused_naming_the_value(engine, limit):
+    with pytest.raises(ValueError, match="missed_heartbeats_limit must be an int of at least 4") as raised:
+        builder(engine).with_job(Job()).missed_heartbeats_limit(limit).build()
+    assert f"got {limit!r}" in str(raised.value)
+
+
 # --------------------------------------------------------------------------- customizer
 def test_customizer_runs_last_and_can_override_the_facade(engine):
     seen: list[tuple[str, object]] = []

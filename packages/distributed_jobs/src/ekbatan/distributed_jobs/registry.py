@@ -28,6 +28,7 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskInstance,
     Tasks,
 )
+from ekbatan.distributed_jobs.scheduler._builder import MIN_MISSED_HEARTBEATS
 
 if TYPE_CHECKING:
     from ekbatan.core.config import EkbatanSettings, JobsConfig
@@ -83,6 +84,7 @@ class JobRegistryBuilder:
         self._jobs: list[DistributedJob] = []
         self._poll_interval: timedelta | None = None
         self._heartbeat_interval = DEFAULT_HEARTBEAT_INTERVAL
+        self._missed_heartbeats_limit: int | None = None
         self._shutdown_max_wait: timedelta | None = None
         self._shutdown_hook = True
         self._require_database = True
@@ -114,6 +116,12 @@ class JobRegistryBuilder:
 
     def heartbeat_interval(self, interval: timedelta) -> JobRegistryBuilder:
         self._heartbeat_interval = interval
+        return self
+
+    def missed_heartbeats_limit(self, limit: int) -> JobRegistryBuilder:
+        """How many heartbeats a running job may miss before another instance revives it: the dead
+        window is ``heartbeat_interval × limit`` (default 6, 60 s). At least 4."""
+        self._missed_heartbeats_limit = limit
         return self
 
     def shutdown_max_wait(self, wait: timedelta) -> JobRegistryBuilder:
@@ -150,6 +158,8 @@ class JobRegistryBuilder:
             self.poll_interval(jobs.polling_interval)
         if jobs.heartbeat_interval is not None:
             self.heartbeat_interval(jobs.heartbeat_interval)
+        if jobs.missed_heartbeats_limit is not None:
+            self.missed_heartbeats_limit(jobs.missed_heartbeats_limit)
         if jobs.shutdown_max_wait is not None:
             self.shutdown_max_wait(jobs.shutdown_max_wait)
         return self
@@ -172,7 +182,7 @@ class JobRegistryBuilder:
 
     def customize_scheduler(self, customizer: Callable[[SchedulerBuilder], Any]) -> JobRegistryBuilder:
         """Adjust the engine's builder; applied last, so it can override anything
-        (``missed_heartbeats_limit``, ``delete_unresolved_after``, polling strategy, …)."""
+        (``delete_unresolved_after``, polling strategy, ``scheduler_name``, …)."""
         if customizer is None:
             raise ValueError("customizer cannot be None")
         self._customizers.append(customizer)
@@ -220,6 +230,14 @@ class JobRegistryBuilder:
             )
         if self._heartbeat_interval is None or self._heartbeat_interval <= timedelta(0):
             raise ValueError(f"heartbeat_interval must be positive, got {self._heartbeat_interval}")
+        limit = self._missed_heartbeats_limit
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < MIN_MISSED_HEARTBEATS
+        ):
+            raise ValueError(
+                f"missed_heartbeats_limit must be an int of at least {MIN_MISSED_HEARTBEATS}, got {limit!r}: "
+                "fewer would revive runs that are only slow to write a heartbeat"
+            )
         if self._shutdown_max_wait is not None and self._shutdown_max_wait < timedelta(0):
             raise ValueError(f"shutdown_max_wait must be zero or positive, got {self._shutdown_max_wait}")
 
@@ -244,6 +262,8 @@ class JobRegistryBuilder:
             builder.polling_interval(self._poll_interval)
         if self._shutdown_max_wait is not None:
             builder.shutdown_max_wait(self._shutdown_max_wait)
+        if limit is not None:
+            builder.missed_heartbeats_limit(limit)
         for customize in self._customizers:
             customize(builder)
         return JobRegistry(

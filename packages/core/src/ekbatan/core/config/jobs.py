@@ -1,4 +1,4 @@
-"""``ekbatan.jobs``: the three scheduler knobs (each optional; unset means the builder default)."""
+"""``ekbatan.jobs``: the scheduler's knobs (each optional; unset means the builder default)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,22 @@ from ekbatan.core.config.key_folding import KeyFoldingModel
 DEFAULT_POLLING_INTERVAL = timedelta(seconds=10)
 DEFAULT_HEARTBEAT_INTERVAL = timedelta(seconds=10)
 DEFAULT_SHUTDOWN_MAX_WAIT = timedelta(minutes=30)
+DEFAULT_MISSED_HEARTBEATS_LIMIT = 6
+# The engine's own minimum (SchedulerBuilder.missed_heartbeats_limit), repeated here because
+# settings load without the engine: refused at load, the error names the key and the file.
+MIN_MISSED_HEARTBEATS_LIMIT = 4
 
 
 class JobsConfig(KeyFoldingModel):
-    """``polling-interval`` > 0, ``heartbeat-interval`` > 0, ``shutdown-max-wait`` ≥ 0 (ISO-8601)."""
+    """``polling-interval`` > 0, ``heartbeat-interval`` > 0, ``shutdown-max-wait`` ≥ 0 (ISO-8601),
+    ``missed-heartbeats-limit`` ≥ 4 (an execution is dead after heartbeat-interval × this)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     polling_interval: IsoDuration | None = None
     heartbeat_interval: IsoDuration | None = None
     shutdown_max_wait: IsoDuration | None = None
+    missed_heartbeats_limit: int | None = None
 
     @field_validator("polling_interval")
     @classmethod
@@ -49,5 +55,16 @@ class JobsConfig(KeyFoldingModel):
         if value is not None and value < timedelta(0):
             raise ValueError(
                 f"must not be negative, got {format_iso_duration(value)}; write PT0S not to wait, or e.g. PT30S"
+            )
+        return value
+
+    @field_validator("missed_heartbeats_limit")
+    @classmethod
+    def _at_least_the_minimum(cls, value: int | None) -> int | None:
+        if value is not None and value < MIN_MISSED_HEARTBEATS_LIMIT:
+            raise ValueError(
+                f"must be at least {MIN_MISSED_HEARTBEATS_LIMIT}, got {value}: an execution is declared dead "
+                f"after heartbeat-interval × this many missed heartbeats, and fewer would revive runs that are "
+                f"only slow to write one (default {DEFAULT_MISSED_HEARTBEATS_LIMIT})"
             )
         return value
