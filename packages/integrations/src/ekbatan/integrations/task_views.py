@@ -26,8 +26,11 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskInstanceNotFoundError,
 )
 from ekbatan.distributed_jobs.scheduler._listing import ExecutionTimeAndId, ScheduledExecutionsFilter
+from ekbatan.local_event_handler import DEFAULT_FANOUT_NAME, DEFAULT_HANDLING_NAME
 
 __all__ = [
+    "PIPELINE_JOBS",
+    "DeadWindow",
     "TaskFilter",
     "TaskPickedError",
     "TaskView",
@@ -45,6 +48,31 @@ HEX_PREFIX_BYTES = 16
 _PAGE = 500
 
 
+#: the event pipeline's jobs: a worker holding one runs rounds until it stops, never "finishing"
+PIPELINE_JOBS = (DEFAULT_FANOUT_NAME, DEFAULT_HANDLING_NAME)
+
+
+@dataclass(frozen=True)
+class DeadWindow:
+    """How old a heartbeat gets before a running worker revives the execution elsewhere."""
+
+    heartbeat_interval: timedelta
+    missed_heartbeats: int
+    #: False when the interval is the default because the configuration was not read (``--url``)
+    configured: bool = True
+
+    @property
+    def length(self) -> timedelta:
+        return self.heartbeat_interval * self.missed_heartbeats
+
+    def describe(self) -> str:
+        assumed = "" if self.configured else ", the defaults"
+        return (
+            f"the dead window of {_seconds(self.length)} (heartbeat interval "
+            f"{_seconds(self.heartbeat_interval)} × {self.missed_heartbeats} missed heartbeats{assumed})"
+        )
+
+
 class TaskPickedError(RuntimeError):
     """The execution is picked (running) and the change was not forced."""
 
@@ -53,6 +81,42 @@ class TaskPickedError(RuntimeError):
         by = f" by {view.picked_by}" if view.picked_by else ""
         beat = f", last heartbeat {_iso(view.last_heartbeat, 'seconds')}" if view.last_heartbeat else ""
         super().__init__(f"{view.task_name}/{view.instance_id} is picked{by}{beat}: it is running now")
+
+    def explain(self, now: datetime, window: DeadWindow) -> str:
+        """Why it is refused and what happens next, from the heartbeat's age against the dead window."""
+        view = self.view
+        what = f"{view.task_name}/{view.instance_id} is picked by {view.picked_by or 'an unnamed scheduler'}"
+        force = "or pass --force (its running execution then cannot record its result)"
+        if view.last_heartbeat is None:
+            return (
+                f"refused: {what}, with no heartbeat yet: it has just started. Wait for it to finish, {force}"
+            )
+        age = max(timedelta(0), now - view.last_heartbeat)
+        what += f", whose last heartbeat is {_seconds(age)} old"
+        if age > window.length:
+            # the dead-execution check runs every two heartbeat intervals on every worker
+            return (
+                f"refused: {what}, older than {window.describe()}: that worker looks gone, and a running "
+                f"worker revives the execution at its next dead-execution check (every "
+                f"{_seconds(window.heartbeat_interval * 2)}; none will while no worker runs). Wait for that, {force}"
+            )
+        if view.task_name in PIPELINE_JOBS:
+            return (
+                f"refused: {what}: it is one of the event pipeline's jobs, which a worker runs continuously for "
+                f"as long as it holds the row and which never finish, so it is running already and there is "
+                f"nothing to wait for. To move it anyway, pass --force (the worker's current rounds continue "
+                f"until its heartbeats stop)"
+            )
+        revive = window.length - age
+        return (
+            f"refused: {what}, within {window.describe()}: it is running now. Wait for it to finish, {force}; "
+            f"if its worker is gone, another worker revives it in about {_seconds(revive)}, once the "
+            f"heartbeat is older than the dead window"
+        )
+
+
+def _seconds(value: timedelta) -> str:
+    return f"{value.total_seconds():.0f}s"
 
 
 def decode_json(raw: bytes | None) -> tuple[bool, Any]:

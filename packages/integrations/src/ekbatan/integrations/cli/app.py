@@ -28,6 +28,7 @@ import sqlalchemy as sa
 
 from ekbatan.core import ConnectionProvider, JobsPoolNotConfiguredError, MigrationError, SettingsError
 from ekbatan.distributed_jobs.scheduler import ExecutionError, TaskInstanceNotFoundError
+from ekbatan.integrations.cli.tables import TABLE_WIDTH
 from ekbatan.integrations.cli.targets import CliError, Pool, Target, first_line, resolve_target
 from ekbatan.integrations.construction import ConstructionError
 from ekbatan.integrations.discovery import DiscoveryError
@@ -64,9 +65,7 @@ class _Group(click.Group):
         raise SystemExit(returned if isinstance(returned, int) else EXIT_OK)
 
 
-@click.group(
-    cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
-)
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def main() -> None:
     """Operate Ekbatan: framework tables, a standalone worker, scheduled tasks, the outbox's
     event pipeline and a health check, on the databases of an application.yml (or one --url).
@@ -157,6 +156,8 @@ def ekbatan_command(
     def decorate(fn: Callable[..., Any]) -> click.Command:
         @functools.wraps(fn)
         def command(**options: Any) -> None:
+            if options.pop("wide"):
+                TABLE_WIDTH.set(0)  # this command's tables print every character
             invocation = Invocation(
                 config=options.pop("config", None),
                 url=options.pop("url", None),
@@ -179,6 +180,11 @@ def ekbatan_command(
         decorated: Callable[..., Any] = command
         decorated = click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")(decorated)
         decorated = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(decorated)
+        decorated = click.option(
+            "--wide",
+            is_flag=True,
+            help="Print tables whole (default: fit 100 columns, long values cut with …).",
+        )(decorated)
         if databases:
             if url:
                 decorated = click.option(

@@ -8,16 +8,23 @@ It reads and changes the table on the jobs pool (the default shard's ``jobs-conf
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import click
 
+from ekbatan.distributed_jobs import DEFAULT_HEARTBEAT_INTERVAL
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.cli.app import Invocation, ekbatan_command, main
-from ekbatan.integrations.cli.tables import format_time, render_table
+from ekbatan.integrations.cli.tables import TABLE_WIDTH, format_age, format_time, render_table
+from ekbatan.integrations.cli.targets import CliError
 from ekbatan.integrations.task_views import (
+    PIPELINE_JOBS,
+    DeadWindow,
     TaskFilter,
+    TaskPickedError,
     TaskView,
     cancel_task,
     decode_json,
@@ -30,6 +37,8 @@ from ekbatan.integrations.task_views import (
 __all__ = ["tasks"]
 
 SHOW_DATA_CHARS = 2000
+#: the engine's missed-heartbeats limit, which the job registry leaves at its default
+MISSED_HEARTBEATS = 6
 SHOW_HEX_BYTES = 64
 
 
@@ -74,15 +83,29 @@ def list_command(
 def _listing(views: list[TaskView], more: bool, limit: int) -> str:
     if not views:
         return "no scheduled executions match"
-    table = render_table(
-        ("TASK", "INSTANCE", "DUE", "PICKED", "PICKED BY", "HEARTBEAT", "LAST SUCCESS", "LAST FAILURE",
-         "FAILURES", "DATA"),
-        [
-            (v.task_name, v.instance_id, v.execution_time, v.picked, v.picked_by, v.last_heartbeat,
-             v.last_success, v.last_failure, v.consecutive_failures, v.preview() or None)
-            for v in views
-        ],
-    )  # fmt: skip
+    if TABLE_WIDTH.get():
+        # what fits 100 columns: who holds a row and how old its heartbeat is tell whether it
+        # is running; the last success and failure are in --wide and tasks show
+        now = datetime.now(UTC)
+        table = render_table(
+            ("TASK", "INSTANCE", "DUE", "PICKED BY", "HEARTBEAT", "FAILURES", "DATA"),
+            [
+                (v.task_name, v.instance_id, v.execution_time, (v.picked_by or "yes") if v.picked else None,
+                 None if v.last_heartbeat is None else f"{format_age((now - v.last_heartbeat).total_seconds())} ago",
+                 v.consecutive_failures, v.preview() or None)
+                for v in views
+            ],
+        )  # fmt: skip
+    else:
+        table = render_table(
+            ("TASK", "INSTANCE", "DUE", "PICKED", "PICKED BY", "HEARTBEAT", "LAST SUCCESS", "LAST FAILURE",
+             "FAILURES", "DATA"),
+            [
+                (v.task_name, v.instance_id, v.execution_time, v.picked, v.picked_by, v.last_heartbeat,
+                 v.last_success, v.last_failure, v.consecutive_failures, v.preview() or None)
+                for v in views
+            ],
+        )  # fmt: skip
     tail = f"the first {limit} shown; more match (--limit)" if more else f"{len(views)} execution(s)"
     return f"{table}\n{tail}"
 
@@ -149,7 +172,7 @@ def _force_option(fn: Any) -> Any:
 
 
 def _changed(
-    invocation: Invocation, action: str, before: TaskView, after: datetime | None, said: str
+    invocation: Invocation, action: str, before: TaskView, after: datetime | None, said: str, note: str = ""
 ) -> None:
     data = {
         "task": before.task_name,
@@ -160,7 +183,7 @@ def _changed(
         "previous": before.as_dict(),
     }
     forced = f" (forced: it was picked by {before.picked_by or 'a scheduler'})" if before.picked else ""
-    text = f"{before.task_name}/{before.instance_id}: {said} (was due {format_time(before.execution_time)}){forced}"
+    text = f"{before.task_name}/{before.instance_id}: {said} (was due {format_time(before.execution_time)}){forced}{note}"
     invocation.emit(data, text)
 
 
@@ -171,9 +194,16 @@ def _changed(
 def run_now_command(invocation: Invocation, task: str, instance: str, force: bool) -> None:
     """Make an execution due now; a worker runs it at its next poll."""
     client = scheduler_client(invocation)
-    before = run_task_now(client, task, instance, force=force)
+    with _explained(invocation):
+        before = run_task_now(client, task, instance, force=force)
     after = get_task(client, task, instance).execution_time
-    _changed(invocation, "run-now", before, after, f"due now, at {format_time(after)}")
+    note = ""
+    if task in PIPELINE_JOBS:
+        note = (
+            "; a worker picks it at its next poll and keeps running it, as the event pipeline's jobs do "
+            "(they do not finish: they run rounds for as long as a worker holds them, then recur)"
+        )
+    _changed(invocation, "run-now", before, after, f"due now, at {format_time(after)}", note)
 
 
 @ekbatan_command(tasks, "reschedule")
@@ -183,7 +213,8 @@ def run_now_command(invocation: Invocation, task: str, instance: str, force: boo
 @_force_option
 def reschedule_command(invocation: Invocation, task: str, instance: str, at: datetime, force: bool) -> None:
     """Move an execution to another time (its failure count starts again from 0)."""
-    before = reschedule_task(scheduler_client(invocation), task, instance, at, force=force)
+    with _explained(invocation):
+        before = reschedule_task(scheduler_client(invocation), task, instance, at, force=force)
     _changed(invocation, "reschedule", before, at, f"due {format_time(at)}")
 
 
@@ -193,5 +224,24 @@ def reschedule_command(invocation: Invocation, task: str, instance: str, at: dat
 @_force_option
 def cancel_command(invocation: Invocation, task: str, instance: str, force: bool) -> None:
     """Delete an execution. A recurring job's row comes back when a worker starts."""
-    before = cancel_task(scheduler_client(invocation), task, instance, force=force)
+    with _explained(invocation):
+        before = cancel_task(scheduler_client(invocation), task, instance, force=force)
     _changed(invocation, "cancel", before, None, "cancelled")
+
+
+def dead_window(invocation: Invocation) -> DeadWindow:
+    """The dead window the workers use: from the configuration, else the defaults."""
+    settings = invocation.target().settings
+    interval = settings.jobs.heartbeat_interval if settings is not None else None
+    return DeadWindow(
+        interval or DEFAULT_HEARTBEAT_INTERVAL, MISSED_HEARTBEATS, configured=settings is not None
+    )
+
+
+@contextmanager
+def _explained(invocation: Invocation) -> Iterator[None]:
+    """A refusal says who holds the row, how old its heartbeat is and what happens next."""
+    try:
+        yield
+    except TaskPickedError as error:
+        raise CliError(error.explain(datetime.now(UTC), dead_window(invocation))) from error
