@@ -130,12 +130,17 @@ def test_tasks_list_with_its_filters(config, client):
     limited = as_json("tasks", "list", "--config", config, "--limit", "2")
     assert len(limited["executions"]) == 2 and limited["truncated"]
     people = ekbatan("tasks", "list", "--config", config).stdout.splitlines()
-    assert people[0].split() == [
+    # fits 100 columns: the columns that tell whether a row runs; the rest with --wide
+    assert people[0].split() == ["TASK", "INSTANCE", "DUE", "PICKED", "BY", "HEARTBEAT", "FAILURES"]
+    assert people[3].startswith("mail    a         2030-01-01T09:00:00Z  -")
+    assert people[-1] == "4 execution(s)"
+    assert max(len(line) for line in people) <= 100
+    wide = ekbatan("tasks", "list", "--config", config, "--wide").stdout.splitlines()
+    assert wide[0].split() == [
         "TASK", "INSTANCE", "DUE", "PICKED", "PICKED", "BY", "HEARTBEAT", "LAST", "SUCCESS", "LAST",
         "FAILURE", "FAILURES", "DATA",
     ]  # fmt: skip
-    assert people[3].startswith("mail    a         2030-01-01T09:00:00Z  no")
-    assert people[-1] == "4 execution(s)"
+    assert wide[3].startswith("mail    a         2030-01-01T09:00:00Z  no")
 
 
 def test_tasks_show_decodes_json_and_never_unpickles(config, client):
@@ -180,7 +185,7 @@ def test_a_picked_execution_is_refused_without_force(config, client):
         refused = ekbatan("tasks", command[0], "--config", config, "sync", "all", *command[1:], code=1)
         assert refused.stdout == ""
         assert refused.stderr.startswith(
-            "error: refused: sync/all is picked by SchedulerClient, last heartbeat "
+            "error: refused: sync/all is picked by SchedulerClient, whose last heartbeat is "
         )
         assert "pass --force" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     row = client.get_scheduled_execution(("sync", "all"))

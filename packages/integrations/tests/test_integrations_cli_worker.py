@@ -54,7 +54,7 @@ def stop_with_sigterm(worker: subprocess.Popen) -> None:
     worker.send_signal(signal.SIGTERM)
     out, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
-    assert json.loads(out.splitlines()[-1]) == {"event": "stopped", "signal": "SIGTERM"}
+    assert json.loads(out.splitlines()[-1]) == {"event": "stopped", "signal": "SIGTERM", "abandoned": 0}
 
 
 def kill(worker: subprocess.Popen) -> None:

@@ -18,8 +18,9 @@ import json
 import logging
 import sys
 import traceback
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from contextvars import Token
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -135,6 +136,14 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {first_line(error)} (--debug shows the traceback)"
 
 
+@contextmanager
+def _resetting(token: Token[int]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        TABLE_WIDTH.reset(token)
+
+
 def _fail(invocation: Invocation, error: BaseException) -> NoReturn:
     if invocation.debug:
         traceback.print_exception(error, file=sys.stderr)
@@ -156,8 +165,9 @@ def ekbatan_command(
     def decorate(fn: Callable[..., Any]) -> click.Command:
         @functools.wraps(fn)
         def command(**options: Any) -> None:
-            if options.pop("wide"):
-                TABLE_WIDTH.set(0)  # this command's tables print every character
+            # --wide: this command's tables print every character (reset after, for callers
+            # that run several commands in one process)
+            width = TABLE_WIDTH.set(0 if options.pop("wide") else TABLE_WIDTH.get())
             invocation = Invocation(
                 config=options.pop("config", None),
                 url=options.pop("url", None),
@@ -167,7 +177,7 @@ def ekbatan_command(
             )
             if invocation.debug:
                 logging.basicConfig(level=logging.DEBUG)
-            with invocation.resources:
+            with invocation.resources, _resetting(width):
                 try:
                     fn(invocation, **options)
                 except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -15,8 +16,9 @@ def render_table(
     """Columns padded to their widest cell, two spaces apart; ``None`` prints as ``-``.
 
     The table fits ``width`` characters (default: :data:`TABLE_WIDTH`'s value, 100 unless the
-    command runs with ``--wide``; None for no limit): the widest columns are narrowed first, and
-    a cell longer than its column ends with ``…``. A column is never narrower than its header.
+    command runs with ``--wide``; 0 for no limit): the widest columns are narrowed first; a cell
+    longer than its column ends with ``…``, except in the last column, whose text wraps onto
+    further lines. A column is never narrower than its header; times and numbers are never cut.
     """
     limit = TABLE_WIDTH.get() if width is None else width
     values = [list(row) for row in rows]
@@ -30,7 +32,13 @@ def render_table(
         rigid = [all(isinstance(row[i], _RIGID) for row in values) for i in range(len(headers))]
         minimums = [widths[i] if rigid[i] else max(len(h), _MIN_COLUMN) for i, h in enumerate(headers)]
         widths = _fit(widths, minimums, limit - len(indent))
-    lines = [list(headers), *cells]
+    lines = [list(headers)]
+    for row in cells:
+        # the last column is the explanation (a check's detail and fix, a description): wrapped
+        # onto more lines rather than cut, so that no advice is lost
+        last = textwrap.wrap(row[-1], widths[-1], break_long_words=False, break_on_hyphens=False) or [""]
+        lines.append([*row[:-1], last[0]])
+        lines += [["" for _ in row[:-1]] + [more] for more in last[1:]]
     return "\n".join(
         indent + "  ".join(_clip(text, widths[i]).ljust(widths[i]) for i, text in enumerate(line)).rstrip()
         for line in lines
@@ -40,12 +48,17 @@ def render_table(
 #: the width tables fit by default; ``--wide`` sets it to 0 (no limit) for one command
 TABLE_WIDTH: ContextVar[int] = ContextVar("TABLE_WIDTH", default=100)
 _MIN_COLUMN = 6
+_MIN_WRAPPED = 30
 _RIGID = (datetime, int, float, bool, type(None))
 
 
 def _fit(widths: list[int], minimums: list[int], limit: int) -> list[int]:
     """Narrow the widest column, one character at a time, until the row fits or none can shrink."""
     widths = list(widths)
+    # the last column first: it wraps, so narrowing it loses nothing
+    over = sum(widths) + 2 * (len(widths) - 1) - limit
+    if over > 0:
+        widths[-1] = max(widths[-1] - over, min(widths[-1], max(minimums[-1], _MIN_WRAPPED)))
     while sum(widths) + 2 * (len(widths) - 1) > limit:
         shrinkable = [i for i, w in enumerate(widths) if w > minimums[i]]
         if not shrinkable:

@@ -85,14 +85,14 @@ def _listing(views: list[TaskView], more: bool, limit: int) -> str:
         return "no scheduled executions match"
     if TABLE_WIDTH.get():
         # what fits 100 columns: who holds a row and how old its heartbeat is tell whether it
-        # is running; the last success and failure are in --wide and tasks show
+        # is running; the last success and failure and the data are in --wide and tasks show
         now = datetime.now(UTC)
         table = render_table(
-            ("TASK", "INSTANCE", "DUE", "PICKED BY", "HEARTBEAT", "FAILURES", "DATA"),
+            ("TASK", "INSTANCE", "DUE", "PICKED BY", "HEARTBEAT", "FAILURES"),
             [
                 (v.task_name, v.instance_id, v.execution_time, (v.picked_by or "yes") if v.picked else None,
                  None if v.last_heartbeat is None else f"{format_age((now - v.last_heartbeat).total_seconds())} ago",
-                 v.consecutive_failures, v.preview() or None)
+                 v.consecutive_failures)
                 for v in views
             ],
         )  # fmt: skip
@@ -134,7 +134,7 @@ def _details(view: TaskView) -> str:
         ("priority", view.priority),
         ("data", _full_data(view.raw_data)),
     ]
-    return render_table(("FIELD", "VALUE"), rows)
+    return render_table(("FIELD", "VALUE"), rows, width=0)  # one execution: its data whole
 
 
 def _full_data(raw: bytes | None) -> str | None:
