@@ -4,6 +4,8 @@ Reads each shard's eventlog tables on its primary (under the member's ``eventlog
 notifications by handler and state, how old the oldest undelivered event is (how far behind the
 fan-out is — events of a type no handler subscribes to stay undelivered by design), how old the
 oldest open notification of each handler is (how far behind handling is), and expired counts.
+With ``--packages`` (and ``--config``) every handler of the application is listed, those without
+a notification yet with zero counts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sqlalchemy as sa
 
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.integrations.cli.app import Invocation, ekbatan_command, main
+from ekbatan.integrations.cli.application import application_options, load_application
 from ekbatan.integrations.cli.tables import format_age, render_table
 from ekbatan.integrations.cli.targets import Shard
 from ekbatan.local_event_handler import NotificationState
@@ -31,16 +34,20 @@ def events() -> None:
 
 
 @ekbatan_command(events, "status")
-def status_command(invocation: Invocation) -> None:
-    """Notifications by handler and state, the oldest undelivered event, expired counts."""
+@application_options
+def status_command(invocation: Invocation, packages: str | None, container: str | None) -> None:
+    """Notifications by handler and state, the oldest undelivered event, expired counts; with
+    --packages, every handler of the application, those without notifications too."""
     target = invocation.target()
+    application = load_application(invocation, packages, container)
+    handler_names = application.handlers.handler_names() if application is not None else ()
     now = datetime.now(UTC)
     shards = []
     for shard in target.shards:
         provider = invocation.open(shard.primary)
         with shard.primary.connect(provider) as connection:
             target.require_eventlog(connection, shard)
-            shards.append(shard_status(connection, shard, now))
+            shards.append(shard_status(connection, shard, now, handler_names))
     invocation.emit({"shards": shards}, lambda: "\n\n".join(_human(s) for s in shards))
 
 
@@ -48,7 +55,14 @@ def _age(now: datetime, oldest: datetime | None) -> float | None:
     return None if oldest is None else round((now - oldest).total_seconds(), 3)
 
 
-def shard_status(connection: sa.Connection, shard: Shard, now: datetime) -> dict[str, Any]:
+def _handler_row(handler: str) -> dict[str, Any]:
+    return {"handler": handler, **{s.lower(): 0 for s in _STATES}, "most_attempts": 0, "_oldest_open": None}
+
+
+def shard_status(
+    connection: sa.Connection, shard: Shard, now: datetime, handler_names: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``handler_names``: handlers listed even without a notification (with zero counts)."""
     tables = eventlog_tables(shard.primary.dialect, shard.eventlog_schema)
     events_table, notifications = tables.events, tables.event_notifications
     undelivered = connection.execute(
@@ -68,12 +82,9 @@ def shard_status(connection: sa.Connection, shard: Shard, now: datetime) -> dict
         .group_by(notifications.c.handler_name, notifications.c.state)
         .order_by(notifications.c.handler_name, notifications.c.state)
     ).all()
-    handlers: dict[str, dict[str, Any]] = {}
+    handlers: dict[str, dict[str, Any]] = {name: _handler_row(name) for name in sorted(handler_names)}
     for handler, state, count, most_attempts, oldest in by_state:
-        row = handlers.setdefault(
-            handler,
-            {"handler": handler, **{s.lower(): 0 for s in _STATES}, "most_attempts": 0, "_oldest_open": None},
-        )
+        row = handlers.setdefault(handler, _handler_row(handler))
         row[state.lower()] = int(count)
         row["most_attempts"] = max(row["most_attempts"], int(most_attempts or 0))
         if state in OPEN_STATES and oldest is not None:
@@ -93,7 +104,7 @@ def shard_status(connection: sa.Connection, shard: Shard, now: datetime) -> dict
                 for r in undelivered
             ],
         },
-        "handlers": list(handlers.values()),
+        "handlers": sorted(handlers.values(), key=lambda row: row["handler"]),
         "expired": sum(row["expired"] for row in handlers.values()),
     }
 
