@@ -126,7 +126,7 @@ class EventFanoutJob(PipelineJob):
             return
         self._subscriptions_checked.add(manager.shard)
         if missing:
-            warn_unrecorded_subscriptions(missing, f"the eventlog of shard {manager.shard}")
+            warn_unrecorded_subscriptions(missing, f"{manager.eventlog_schema} on shard {manager.shard}")
 
     def _statements(self, manager: TransactionManager) -> FanoutStatements:
         key = (manager.dialect, manager.eventlog_schema)

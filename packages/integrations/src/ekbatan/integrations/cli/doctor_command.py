@@ -168,7 +168,7 @@ def _task_names_check(
 ) -> Check:
     """Due, unpicked rows whose task name no job or task of the packages has: no worker of this
     application runs them, so they wait until one that knows the name does (or are deleted
-    after ``delete-unresolved-after``)."""
+    after the engine's ``delete_unresolved_after``, 14 days)."""
     d = SchedulerClient(engine, dialect=pool.dialect.value).repository.dialect
     due = connection.execute(
         sa.text(
