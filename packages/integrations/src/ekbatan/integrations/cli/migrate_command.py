@@ -63,7 +63,7 @@ def migrate_command(invocation: Invocation) -> None:
 _STATES = (
     ("applied", "applied"),
     ("already_applied", "already applied"),
-    ("reapplied", "re-applied (its table was missing)"),
+    ("reapplied", "re-applied"),
 )
 
 
@@ -84,5 +84,5 @@ def _human(rows: list[dict[str, Any]]) -> str:
     reapplied = sum(len(row["reapplied"]) for row in rows)
     summary = f"{applied} migration(s) applied on {len(rows)} shard(s)"
     if reapplied:
-        summary += f"; {reapplied} applied again because a table they create was missing"
+        summary += f"; {reapplied} re-applied: recorded as applied, but a table they create was missing"
     return render_table(("SHARD", "DIALECT", "MIGRATION", "STATUS", "DESCRIPTION"), table) + "\n" + summary
