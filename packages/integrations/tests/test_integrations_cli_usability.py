@@ -132,6 +132,7 @@ def test_a_worker_whose_database_refuses_it_suggests_wait_for_database(dialect, 
 # ---------------------------------------------------------------- --json errors
 
 
+@pytest.mark.slow  # several ekbatan processes, a second or so each
 def test_with_json_an_error_is_one_json_object_on_stderr(tmp_path):
     config, url = sqlite_app(tmp_path)
     touch(url)
@@ -307,6 +308,7 @@ def test_run_now_on_an_event_pipeline_job_says_it_keeps_running(tmp_path):
 # ---------------------------------------------------------------- tables fit 100 columns
 
 
+@pytest.mark.slow  # several ekbatan processes, a second or so each
 def test_tables_fit_100_columns_unless_wide(tmp_path):
     config, url = sqlite_app(tmp_path)
     migrated = ekbatan(tmp_path, "migrate", "--config", str(config)).stdout.splitlines()
@@ -334,6 +336,7 @@ def test_tables_fit_100_columns_unless_wide(tmp_path):
 # ---------------------------------------------------------------- migrate
 
 
+@pytest.mark.slow  # several ekbatan processes, a second or so each
 def test_migrate_re_applies_a_version_whose_table_is_gone_and_labels_other_dialects_steps(app_db, tmp_path):
     config = application_yml(tmp_path, app_db.url, eventlog=app_db.eventlog)
     touch(app_db.url)
