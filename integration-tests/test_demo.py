@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime
@@ -49,6 +50,27 @@ def test_the_product_demo_proves_its_guarantees_on_sqlite(tmp_path):
     ):
         assert line in out, out
     assert "SIGKILL worker-" in out and "revived" in out
+    lines = out.splitlines()
+    # the figures come first: no lines of set-up before the report starts
+    assert lines[0].startswith("ekbatan demo: 3 worker processes (worker-1, worker-2, worker-3)"), out
+    assert lines[1].startswith(
+        "100 pieces of work = 60 one-time tasks (send-invoice, due now) + 20 orders × 2 handlers"
+    )
+    # the per-worker totals add up to the work done, plus the recurring slots and the re-runs
+    [work] = [line for line in lines if line.startswith("work by worker: ")]
+    figures = re.fullmatch(
+        r"work by worker: (.*) = (\d+) runs: (\d+) one-time tasks \+ (\d+) handler calls \+ "
+        r"(\d+) recurring slots \+ (\d+) run again after the SIGKILL",
+        work,
+    )
+    assert figures, work
+    per_worker = [int(part.rsplit(" ", 1)[1]) for part in figures[1].split(", ")]
+    parts = [int(figures[i]) for i in range(3, 7)]
+    assert sum(per_worker) == int(figures[2]) == sum(parts) and parts[:2] == [60, 40], work
+    assert f"({parts[3]} ran again)" in out
+    # every row the killed worker held is one the others revived
+    held = re.search(r"it held (\d+) row\(s\) when it died; the others revived (\d+) once", out)
+    assert held and held[1] == held[2], out
     assert not list(tmp_path.iterdir()), "the demo left its temporary directory behind"
 
 

@@ -331,7 +331,12 @@ class _Demo:
         )
         for text, passed in result.checks:
             say(f"  {'✔' if passed else '✘'} {text}")
-        revived = [line for line in self._worker_lines() if "reviving dead execution" in line]
+        # two workers may both find a row dead (and log it) before one of them revives it
+        revived = {
+            line.split("reviving dead execution ", 1)[1].split(" (last heartbeat", 1)[0]
+            for line in self._worker_lines()
+            if "reviving dead execution " in line and f"picked by {self.killed})" in line
+        }
         if self.killed is not None:
             say(
                 f"the SIGKILL of {self.killed}: it held {len(self.held)} row(s) when it died; the others revived "
