@@ -132,7 +132,9 @@ def test_tasks_list_with_its_filters(config, client):
     people = ekbatan("tasks", "list", "--config", config).stdout.splitlines()
     # fits 100 columns: the columns that tell whether a row runs; the rest with --wide
     assert people[0].split() == ["TASK", "INSTANCE", "DUE", "PICKED", "BY", "HEARTBEAT", "FAILURES"]
-    assert people[3].startswith("mail    a         2030-01-01T09:00:00Z  -")
+    [mail_a] = [i for i, line in enumerate(people) if line.startswith("mail    a ")]
+    assert people[mail_a].startswith("mail    a         2030-01-01T09:00:00Z  -")
+    assert people[mail_a + 1].startswith('  data {"to":"ann@example.com"')  # its data under it
     assert people[-1] == "4 execution(s)"
     assert max(len(line) for line in people) <= 100
     wide = ekbatan("tasks", "list", "--config", config, "--wide").stdout.splitlines()

@@ -37,7 +37,7 @@ from ekbatan.integrations.task_views import (
 __all__ = ["tasks"]
 
 SHOW_DATA_CHARS = 2000
-#: the engine's missed-heartbeats limit, which the job registry leaves at its default
+#: the engine's default missed-heartbeats limit (``ekbatan.jobs.missed-heartbeats-limit`` unset)
 MISSED_HEARTBEATS = 6
 SHOW_HEX_BYTES = 64
 
@@ -85,7 +85,8 @@ def _listing(views: list[TaskView], more: bool, limit: int) -> str:
         return "no scheduled executions match"
     if TABLE_WIDTH.get():
         # what fits 100 columns: who holds a row and how old its heartbeat is tell whether it
-        # is running; the last success and failure and the data are in --wide and tasks show
+        # is running; the data preview goes on a line of its own under its row (it alone is up to
+        # 50 characters); the last success and failure are in --wide and tasks show
         now = datetime.now(UTC)
         table = render_table(
             ("TASK", "INSTANCE", "DUE", "PICKED BY", "HEARTBEAT", "FAILURES"),
@@ -96,6 +97,17 @@ def _listing(views: list[TaskView], more: bool, limit: int) -> str:
                 for v in views
             ],
         )  # fmt: skip
+        # one line per row: the last column (a count) never wraps
+        header, *lines = table.splitlines()
+        table = "\n".join(
+            [header]
+            + [
+                text
+                for line, view in zip(lines, views, strict=True)
+                for text in (line, f"  data {view.preview()}" if view.raw_data is not None else None)
+                if text is not None
+            ]
+        )
     else:
         table = render_table(
             ("TASK", "INSTANCE", "DUE", "PICKED", "PICKED BY", "HEARTBEAT", "LAST SUCCESS", "LAST FAILURE",
@@ -232,9 +244,11 @@ def cancel_command(invocation: Invocation, task: str, instance: str, force: bool
 def dead_window(invocation: Invocation) -> DeadWindow:
     """The dead window the workers use: from the configuration, else the defaults."""
     settings = invocation.target().settings
-    interval = settings.jobs.heartbeat_interval if settings is not None else None
+    jobs = settings.jobs if settings is not None else None
     return DeadWindow(
-        interval or DEFAULT_HEARTBEAT_INTERVAL, MISSED_HEARTBEATS, configured=settings is not None
+        (jobs.heartbeat_interval if jobs else None) or DEFAULT_HEARTBEAT_INTERVAL,
+        (jobs.missed_heartbeats_limit if jobs else None) or MISSED_HEARTBEATS,
+        configured=settings is not None,
     )
 
 
