@@ -601,3 +601,32 @@ def test_per_execution_writes_chosen_as_deadlock_victims_are_retried(engine, wri
         assert stored is None
     else:
         assert stored is not None and (stored.picked, stored.version) == (True, 2)
+
+
+@pytest.mark.dialects("postgres", "mariadb", "mysql")
+def test_a_batched_removal_in_flight_leaves_other_due_rows_claimable(engine):
+    """A completion batch deleting some rows must not hold the others: a lock-and-fetch claim
+    running while the delete's transaction is open (``SKIP LOCKED``) would pass over them, due
+    and unclaimed. The claim runs from the delete's own statement event, inside that window."""
+    r = repo(engine)
+    r.create_batch([new(id=str(i), at=NOW + timedelta(seconds=i)) for i in range(5)])
+    finished = r.lock_and_fetch(NOW + timedelta(minutes=1), 3)
+    assert sorted(e.instance_id for e in finished) == ["0", "1", "2"]
+    claimed_meanwhile: list[str] = []
+
+    def claim_during_the_delete(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("DELETE") and not claimed_meanwhile:
+            other = repo(engine, name="node-2")
+            claimed_meanwhile.extend(
+                e.instance_id for e in other.lock_and_fetch(NOW + timedelta(minutes=1), 10)
+            )
+            claimed_meanwhile.append("(claimed)")
+
+    sa.event.listen(engine, "after_cursor_execute", claim_during_the_delete)
+    try:
+        assert r.remove_many(finished) == {("one", "0"), ("one", "1"), ("one", "2")}
+    finally:
+        sa.event.remove(engine, "after_cursor_execute", claim_during_the_delete)
+    assert claimed_meanwhile == ["3", "4", "(claimed)"], (
+        "the rows the removal does not delete stayed claimable while it ran"
+    )

@@ -36,7 +36,14 @@ class Completions(TableAccess):
 
     def _remove_many(self, executions: Sequence[Execution]) -> set[tuple[str, str]]:
         if self.dialect.supports_delete_returning:
+            start = self.dialect.claim_transaction_start()
             with self._one() as conn:
+                if start is not None:
+                    # MariaDB reads a row-value IN list by scanning the table, not the key
+                    # (always for one key, on a small table for several). Under REPEATABLE READ
+                    # the scan keeps every row it passed locked until the commit, and a
+                    # lock-and-fetch claim meanwhile skips the due rows this delete never touches.
+                    conn.exec_driver_sql(start)
                 keys = [(e.task_name, e.instance_id, e.version) for e in executions]
                 rows = conn.execute(self._sql_remove_many, self.dialect.remove_many_params(keys))
                 return {(r[0], r[1]) for r in rows}

@@ -100,7 +100,9 @@ class SqlDialect:
         raise NotImplementedError(f"{self.name} cannot lock-and-fetch")
 
     def claim_transaction_start(self) -> str | None:
-        """The statement opening a two-statement lock-and-fetch claim's transaction (None: none)."""
+        """The statement opening a two-statement lock-and-fetch claim's transaction, and a
+        multi-row removal's, where rows they scan but do not change must not stay locked
+        (None: none)."""
         return None
 
     # -- statements that differ between databases -----------------------------------------
