@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler import Scheduler, SchedulerClient, Tasks, create_table
+from ekbatan.distributed_jobs.scheduler import (
+    Scheduler,
+    SchedulerClient,
+    SchedulerEventType,
+    Tasks,
+    create_table,
+)
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
 from ekbatan.distributed_jobs.scheduler._waiter import Waiter
 from ekbatan.distributed_jobs.scheduler._wakeups import (
@@ -183,7 +189,9 @@ def _claimed_ahead_but_never_started_early(engine, strategy: str) -> None:
     )
     with builder.build() as scheduler:
         # due times with a sub-millisecond part: SQLite stores milliseconds, truncating them
-        base = (datetime.now(UTC) + timedelta(milliseconds=300)).replace(microsecond=999)
+        # (only the sub-millisecond part is replaced: the due times stay 300 ms ahead)
+        ahead = datetime.now(UTC) + timedelta(milliseconds=300)
+        base = ahead.replace(microsecond=ahead.microsecond // 1000 * 1000 + 999)
         for i in range(5):
             asked[str(i)] = base + timedelta(milliseconds=60 * i)
             scheduler.schedule(task.instance(str(i)), asked[str(i)])
@@ -213,3 +221,41 @@ def test_create_table_is_idempotent(database):
     engine = database.engine()
     assert create_table(engine) is True
     assert create_table(engine) is False
+
+
+@pytest.mark.dialects("postgres", "mariadb", "mysql")
+def test_a_due_row_a_lock_and_fetch_claim_passed_over_is_claimed_once_its_lock_is_released(engine):
+    """``SKIP LOCKED`` passes over a due row another transaction holds; the poller must come back
+    for it soon, not a polling interval later. The row is held, deterministically, across a poll
+    the test waits for; released, it must run long before the minute's poll."""
+    ran = threading.Event()
+    task = Tasks.one_time("t").execute(lambda instance, ctx: ran.set())
+    recorder = EventRecorder()
+    scheduler = (
+        Scheduler.create(engine, task)
+        .polling_interval(MINUTE)
+        .poll_using_lock_and_fetch()
+        .listen_for_notifications(False)
+        .add_listener(recorder)
+        .build()
+    )
+    polls = lambda: recorder.count(SchedulerEventType.RAN_EXECUTE_DUE)  # noqa: E731
+    with scheduler:
+        wait_until(lambda: polls() >= 1, timeout=10, message="the first poll")
+        # Scheduled behind the scheduler's back (its own client would wake it), due already.
+        SchedulerClient(engine, [task], notify=False).schedule(
+            task.instance("held"), datetime.now(UTC) - timedelta(seconds=1)
+        )
+        holder = engine.connect()
+        try:
+            holder.execute(
+                sa.text("SELECT task_instance FROM scheduled_tasks WHERE task_instance = 'held' FOR UPDATE")
+            ).all()
+            before = polls()
+            scheduler.trigger_check_for_due_executions()
+            wait_until(lambda: polls() > before, timeout=10, message="a poll while the row is held")
+            assert not ran.is_set(), "the held row cannot have been claimed"
+        finally:
+            holder.rollback()
+            holder.close()
+        assert ran.wait(INSIDE_THE_INTERVAL), "the passed-over row should run soon after its lock went"

@@ -130,6 +130,9 @@ class ClaimSizing:
 class PollResult:
     fetched: int
     possibly_more: bool
+    #: the claim skipped rows other transactions held (``SKIP LOCKED``): a due row may be left
+    #: behind at or before the poll's horizon, and the next wake-up must look for it
+    skips_locked: bool = False
 
 
 class _Batch:
@@ -266,7 +269,7 @@ class LockAndFetchStrategy:
                     refused = self.claims.take(token)
                     if refused is not None:
                         self.repository.unpick([refused])
-            result = PollResult(len(picked), self._more_in_db)
+            result = PollResult(len(picked), self._more_in_db, skips_locked=True)
         # every poll, as fetch does (db-scheduler too): listeners count polls, not only fruitful ones
         self.listeners.on_scheduler_event(SchedulerEventType.RAN_EXECUTE_DUE)
         return result
@@ -325,6 +328,29 @@ class AutoStrategy:
 #: after each following poll, in turn: a commit may take longer than the hint's head start
 COMMIT_RECHECKS = (0.05, 0.25, 1.0)
 
+#: a due row that a lock-and-fetch claim passed over (another transaction held it) is looked
+#: for again this soon, the delay doubling while rows stay held, up to the cap
+PASSED_OVER_FIRST_RECHECK = 0.05
+PASSED_OVER_MAX_RECHECK = 1.0
+
+
+class PassedOverRechecks:
+    """When to poll again for due rows a ``SKIP LOCKED`` claim passed over.
+
+    Such a row is usually held for milliseconds (another instance's claim, a completion in
+    flight), so the first look is soon; a row held longer (a user's open transaction) is
+    looked for at a doubling delay, so a poller does not spin on a lock it cannot take."""
+
+    def __init__(self) -> None:
+        self._next = PASSED_OVER_FIRST_RECHECK
+
+    def delay(self) -> float:
+        delay, self._next = self._next, min(self._next * 2, PASSED_OVER_MAX_RECHECK)
+        return delay
+
+    def reset(self) -> None:
+        self._next = PASSED_OVER_FIRST_RECHECK
+
 
 class PollLoop:
     """The poller thread: run the strategy, then sleep until the polling interval ends, the
@@ -355,6 +381,7 @@ class PollLoop:
         self._rechecks: list[float] = []
         self._announced_lock = threading.Lock()
         self._announced: datetime | None = None  # the earliest due time known to be coming
+        self._passed_over = PassedOverRechecks()
         #: the clock's time when the last poll completed without an error (None before the first)
         self.last_successful_poll: datetime | None = None
 
@@ -400,7 +427,14 @@ class PollLoop:
                     self.last_successful_poll = self.clock.now()
                     self.failures.succeeded()
                     if not result.possibly_more:
-                        wait = self._until_next_due(wait, horizon)
+                        wait = self._until_next_due(wait, horizon, result.skips_locked)
+                    log.debug(
+                        "polled for executions due by %s: %d claimed%s; next poll within %.3f s",
+                        horizon,
+                        result.fetched,
+                        ", possibly more" if result.possibly_more else "",
+                        wait,
+                    )
                 except Exception as exc:
                     # A database that is down fails every poll alike: one line per streak and
                     # a summary now and then, and longer pauses so as not to hammer it.
@@ -412,11 +446,29 @@ class PollLoop:
                 break
             self.waiter.wait(wait)
 
-    def _until_next_due(self, wait: float, polled: datetime) -> float:
+    def _until_next_due(self, wait: float, polled: datetime, skips_locked: bool = False) -> float:
         """Shorten the sleep to the earliest due time in the table after ``polled`` (the poll
-        just made took what was due by then), if sooner."""
-        next_due = self.repository.next_execution_time(polled)
-        return wait if next_due is None else min(wait, self.announce(next_due))
+        just made took what was due by then), if sooner.
+
+        After a claim that skips locked rows, "what was due by then" is not all taken: a row
+        another transaction held was passed over and is still due. Reading only past
+        ``polled`` would then sleep a whole interval with that row due, so the earliest
+        unpicked row is read whatever its time, and one at or before ``polled`` is looked for
+        again soon (:class:`PassedOverRechecks`)."""
+        if not skips_locked:
+            next_due = self.repository.next_execution_time(polled)
+            return wait if next_due is None else min(wait, self.announce(next_due))
+        earliest = self.repository.earliest_claimable()
+        if earliest is not None and earliest <= polled:
+            delay = self._passed_over.delay()
+            log.debug(
+                "a due execution (due %s) was held by another transaction; polling again in %.2f s",
+                earliest,
+                delay,
+            )
+            return min(wait, delay)
+        self._passed_over.reset()
+        return wait if earliest is None else min(wait, self.announce(earliest))
 
     def join(self, timeout: float) -> bool:
         if self._thread is not None and self._thread is not threading.current_thread():

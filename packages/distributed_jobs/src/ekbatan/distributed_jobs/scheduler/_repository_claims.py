@@ -61,6 +61,31 @@ class Claims(TableAccess):
             value = conn.execute(sql, params).scalar()
         return self.dialect.decode_time(value)
 
+    def earliest_claimable(self) -> datetime | None:
+        """The earliest ``execution_time`` of a not-picked row of a task this process knows, due
+        or not (times the next poll after a lock-and-fetch claim).
+
+        Not bounded below by the claim's horizon: ``SKIP LOCKED`` passes over due rows another
+        transaction holds, and those stay due and unpicked at or before that horizon. Only known
+        names, as the claim takes: another application's due rows are not this poller's to
+        come back for.
+        """
+        if not self.resolver.tasks:
+            return None
+        clause, extra = self._known_names()
+        sql = self._statement(
+            "earliest_claimable",
+            clause,
+            1,
+            lambda: (
+                f"SELECT execution_time FROM {self.table_name} WHERE picked = :false{clause} "
+                f"ORDER BY execution_time ASC{self.dialect.limit(1)}"
+            ),
+        )
+        with self._reading() as conn:
+            value = conn.execute(sql, {"false": self.dialect.encode_bool(False), **extra}).scalar()
+        return self.dialect.decode_time(value)
+
     def pick(self, execution: Execution, now: datetime) -> Execution | None:
         """Optimistically claim ``execution``; None when another instance got there first."""
         params = {
