@@ -39,7 +39,8 @@ from ekbatan.distributed_jobs import DistributedJob, JobRegistry
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.construction import Offer, construct, offers_of_container
 from ekbatan.integrations.discovery import Discovered, scan
-from ekbatan.integrations.runtime import DEFAULT_CONFIG, job_registry_for, load, pipeline_jobs_for
+from ekbatan.integrations.options import DEFAULT_CONFIG
+from ekbatan.integrations.runtime import job_registry_for, load, pipeline_jobs_for
 from ekbatan.local_event_handler import EventHandler, EventHandlerRegistry
 
 

@@ -63,7 +63,8 @@ from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.cli.tables import format_time, render_table
 from ekbatan.integrations.discovery import scan
 from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
-from ekbatan.integrations.runtime import DEFAULT_CONFIG, EkbatanRuntime, build_runtime, load
+from ekbatan.integrations.options import DEFAULT_CONFIG
+from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime, load
 from ekbatan.integrations.task_views import list_tasks
 
 __all__ = ["Ekbatan", "ekbatan_cli", "gunicorn_post_worker_init", "gunicorn_worker_exit"]

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Unpack
 
 from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, load_settings, migrate
 from ekbatan.core.outbox import Clock, EventCodec, UtcClock, default_codec
@@ -37,11 +37,10 @@ from ekbatan.distributed_jobs import DistributedJob, JobRegistry
 from ekbatan.distributed_jobs.scheduler import SchedulerBuilder, SchedulerClient
 from ekbatan.integrations.construction import Offer, construct, offers_of_container
 from ekbatan.integrations.discovery import Discovered, scan
-from ekbatan.local_event_handler import EventHandler, EventHandlerRegistry, event_pipeline_jobs
+from ekbatan.integrations.options import DEFAULT_CONFIG, EkbatanOptions, OptionFields
+from ekbatan.local_event_handler import EventHandlerRegistry, event_pipeline_jobs
 
 log = logging.getLogger("ekbatan.integrations")
-
-DEFAULT_CONFIG = "application.yml"
 
 
 def load(config: str | os.PathLike[str] | EkbatanSettings | None) -> EkbatanSettings:
@@ -64,6 +63,8 @@ class EkbatanRuntime:
     job_registry: JobRegistry | None
     jobs_pool: ConnectionProvider | None
     migrate_on_start: bool = False
+    #: the options it was built with
+    options: EkbatanOptions = field(default_factory=EkbatanOptions)
     _state: str = field(default="built", repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _client: SchedulerClient | None = field(default=None, repr=False)
@@ -191,21 +192,20 @@ def pipeline_jobs_for(
 
 def build_runtime(
     config: str | os.PathLike[str] | EkbatanSettings | None = None,
-    packages: Iterable[str | ModuleType] | str | ModuleType = (),
+    packages: Iterable[str | ModuleType] | str | ModuleType | None = None,
     *,
-    container: Any = None,
-    clock: Clock | None = None,
-    codec: EventCodec | None = None,
-    migrate_on_start: bool = False,
-    extra_jobs: Iterable[DistributedJob] = (),
-    extra_handlers: Iterable[EventHandler[Any]] = (),
-    customize_scheduler: Callable[[SchedulerBuilder], Any] | None = None,
-    require_database: bool = True,
+    options: EkbatanOptions | None = None,
+    **fields: Unpack[OptionFields],
 ) -> EkbatanRuntime:
     """Build everything; connect to nothing. Raises with the bad key, class or parameter named.
 
+    What to build and how to run it is an :class:`EkbatanOptions` — ``options=`` — and/or its
+    fields as keyword arguments (``config`` and ``packages`` also by position); a keyword given
+    beside ``options`` wins over it. Every other entry point (FastAPI, Flask, the container,
+    ``ekbatan worker``) takes the same options and builds through this function.
+
     ``customize_scheduler`` adjusts the engine's builder last, as ``JobRegistry``'s escape hatch
-    does (e.g. ``lambda b: b.tasks(my_one_time_task).threads(8)``).
+    does (e.g. ``lambda b: b.threads(8)``).
 
     ``require_database`` (default True): ``start()`` fails at once, naming the jobs pool, when
     its database cannot be reached; False starts degraded instead (the health endpoints answer
@@ -215,10 +215,14 @@ def build_runtime(
     get their constructor parameters from it (by name, then by type) before Ekbatan's own
     objects (``settings``, ``database_registry``, ``action_executor``, ``clock``, ``codec``).
     """
+    opts = EkbatanOptions.of(options, config=config, packages=packages, **fields)
+    config, container = opts.config_or_default, opts.container
+    customize_scheduler, require_database = opts.customize_scheduler, opts.require_database
+    extra_jobs, extra_handlers = opts.extra_jobs, opts.extra_handlers
     settings = load(config)
-    discovered = scan(packages)
-    clock = UtcClock() if clock is None else clock
-    codec = default_codec if codec is None else codec
+    discovered = scan(opts.packages)
+    clock = UtcClock() if opts.clock is None else opts.clock
+    codec = default_codec if opts.codec is None else opts.codec
     registry = DatabaseRegistry.from_config(settings)
     jobs_pool = None
     try:
@@ -260,5 +264,6 @@ def build_runtime(
         jobs=tuple(jobs),
         job_registry=job_registry,
         jobs_pool=jobs_pool,
-        migrate_on_start=migrate_on_start,
+        migrate_on_start=opts.migrate_on_start,
+        options=opts,
     )
