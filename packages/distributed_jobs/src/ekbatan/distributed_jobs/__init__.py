@@ -1,4 +1,6 @@
-"""Distributed jobs: ``DistributedJob``, ``@distributed_job`` and the ``JobRegistry`` facade.
+"""Distributed jobs: ``DistributedJob``, ``@distributed_job`` and the ``JobRegistry`` facade;
+``@one_time_task`` and ``@recurring_task_with_persistent_schedule`` for engine tasks the
+integrations discover.
 
 The scheduler engine underneath is ``ekbatan.distributed_jobs.scheduler``.
 """
@@ -6,6 +8,7 @@ The scheduler engine underneath is ``ekbatan.distributed_jobs.scheduler``.
 from ekbatan.distributed_jobs.job import DistributedJob, JobContext, distributed_job, is_distributed_job
 from ekbatan.distributed_jobs.registry import (
     DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_TASK_THREADS,
     EngineProvider,
     JobRegistry,
     JobRegistryBuilder,
@@ -13,9 +16,19 @@ from ekbatan.distributed_jobs.registry import (
     JobsDatabaseUnavailableError,
 )
 from ekbatan.distributed_jobs.scheduler import Schedule, Schedules
+from ekbatan.distributed_jobs.tasks import (
+    TaskDefinition,
+    TaskHandler,
+    TaskMarker,
+    TaskOptions,
+    one_time_task,
+    recurring_task_with_persistent_schedule,
+    task_definition_of,
+)
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_TASK_THREADS",
     "DistributedJob",
     "EngineProvider",
     "JobContext",
@@ -25,6 +38,13 @@ __all__ = [
     "JobsDatabaseUnavailableError",
     "Schedule",
     "Schedules",
+    "TaskDefinition",
+    "TaskHandler",
+    "TaskMarker",
+    "TaskOptions",
     "distributed_job",
     "is_distributed_job",
+    "one_time_task",
+    "recurring_task_with_persistent_schedule",
+    "task_definition_of",
 ]

@@ -1,7 +1,8 @@
 """``JobRegistry``: Ekbatan's facade over the scheduler engine.
 
 Each :class:`DistributedJob` becomes one recurring task whose single row in
-``scheduled_tasks`` coordinates the cluster. Defaults differ from the engine's where Ekbatan's
+``scheduled_tasks`` coordinates the cluster. Engine tasks given with ``with_tasks`` (one-time
+tasks, persistent-schedule tasks…) run in the same scheduler, on threads of their own. Defaults differ from the engine's where Ekbatan's
 do: heartbeat every 10 s (× 6 missed = 60 s until another instance revives a stalled run),
 one worker thread per job, the dialect pinned from the pool's URL without connecting.
 """
@@ -20,15 +21,20 @@ import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.job import DistributedJob, JobContext
 from ekbatan.distributed_jobs.scheduler import (
+    ExecutionComplete,
     ExecutionContext,
+    ExecutionResult,
     RecurringTask,
     ScheduledExecutionsFilter,
     Scheduler,
     SchedulerBuilder,
+    SchedulerListener,
+    Task,
     TaskInstance,
     Tasks,
 )
 from ekbatan.distributed_jobs.scheduler._builder import MIN_MISSED_HEARTBEATS
+from ekbatan.distributed_jobs.tasks import task_definition_of
 
 if TYPE_CHECKING:
     from ekbatan.core.config import EkbatanSettings, JobsConfig
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ekbatan.distributed_jobs")
 
 DEFAULT_HEARTBEAT_INTERVAL = timedelta(seconds=10)
+#: threads shared by the tasks given with ``with_tasks``, beside the one each job has
+DEFAULT_TASK_THREADS = 4
 
 
 @runtime_checkable
@@ -82,6 +90,8 @@ class JobRegistryBuilder:
     def __init__(self) -> None:
         self._provider: sa.Engine | EngineProvider | None = None
         self._jobs: list[DistributedJob] = []
+        self._tasks: list[Task[Any]] = []
+        self._task_threads = DEFAULT_TASK_THREADS
         self._poll_interval: timedelta | None = None
         self._heartbeat_interval = DEFAULT_HEARTBEAT_INTERVAL
         self._missed_heartbeats_limit: int | None = None
@@ -108,6 +118,31 @@ class JobRegistryBuilder:
         if any(job is None for job in jobs):
             raise ValueError(f"jobs contains a None job: {jobs!r}")
         self._jobs.extend(jobs)
+        return self
+
+    def with_tasks(self, tasks: Iterable[Task[Any]]) -> JobRegistryBuilder:
+        """Engine tasks to run in the same scheduler: one-time tasks, persistent-schedule tasks
+        (``@one_time_task``, ``Tasks.one_time(...).execute(fn)``…). Their names share the
+        table with the jobs', so a task and a job of one name are refused when building. The
+        scheduler knows their data types, so ``registry.scheduler`` decodes their data."""
+        if tasks is None:
+            raise ValueError("tasks cannot be None")
+        tasks = list(tasks)
+        for task in tasks:
+            if not isinstance(task, Task):
+                raise TypeError(
+                    f"with_tasks takes engine tasks (Tasks.one_time(...).execute(fn), @one_time_task on a "
+                    f"function), got {task!r}"
+                )
+        self._tasks.extend(tasks)
+        return self
+
+    def task_threads(self, n: int) -> JobRegistryBuilder:
+        """Threads for the tasks' executions, beside the one each job has (default 4). A job
+        holds its thread while it runs, so the tasks get these whatever the jobs do."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"task_threads must be an int of at least 1, got {n!r}")
+        self._task_threads = n
         return self
 
     def poll_interval(self, interval: timedelta) -> JobRegistryBuilder:
@@ -193,8 +228,8 @@ class JobRegistryBuilder:
             raise ValueError(
                 "connection_provider is required: pass a ConnectionProvider or an SQLAlchemy Engine"
             )
-        if not self._jobs:
-            raise ValueError("at least one DistributedJob must be registered")
+        if not self._jobs and not self._tasks:
+            raise ValueError("at least one DistributedJob must be registered, or a task with with_tasks(...)")
         names: list[str] = []
         for job in self._jobs:
             name = job.name()
@@ -204,6 +239,7 @@ class JobRegistryBuilder:
                     "non-blank and stable across restarts — it is the job's row key in scheduled_tasks"
                 )
             names.append(name)
+        _refuse_task_name_clashes(self._jobs, names, self._tasks)
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             clashes = "; ".join(
@@ -242,17 +278,25 @@ class JobRegistryBuilder:
             raise ValueError(f"shutdown_max_wait must be zero or positive, got {self._shutdown_max_wait}")
 
         engine, dialect = _engine_of(self._provider)
+        # The same task object given twice is one task (discovered and passed again by hand).
+        extra = list({id(task): task for task in self._tasks}.values())
         builder = (
             Scheduler.create(engine)
-            .start_tasks(*tasks)
+            # start_tasks for the given tasks too: a hand-built recurring or custom task
+            # schedules itself at start-up (a one-time task's start-up does nothing)
+            .start_tasks(*tasks, *extra)
             # A job occupies a worker for as long as it runs — the event pipeline jobs run
-            # indefinitely — so every job gets a thread of its own and none can starve another.
-            .threads(len(tasks))
+            # indefinitely — so every job gets a thread of its own and none can starve another;
+            # the tasks share threads of their own on top.
+            .threads(len(tasks) + (self._task_threads if extra else 0))
             .heartbeat_interval(self._heartbeat_interval)
             .register_shutdown_hook(self._shutdown_hook)
             # the job wrapper logs a failure once, at ERROR; the engine would log it again
             .failure_logging("OFF")
         )
+        if extra:
+            # with the engine's failure logging off, a failing task would otherwise be silent
+            builder.add_listener(_TaskFailureLog({task.name for task in extra}))
         # Pinned from the URL, never from a connection: building must not touch the database.
         # A bare Engine's URL is read by the engine's build(), after the customizers, so an
         # unknown scheme is refused unless a customizer names the dialect (b.dialect(...)).
@@ -270,6 +314,7 @@ class JobRegistryBuilder:
             builder.build(),
             names,
             must_register,
+            task_names=[task.name for task in extra],
             pool_label=_pool_label(self._provider),
             require_database=self._require_database,
         )
@@ -288,6 +333,56 @@ def _name_clash(name: str, jobs: list[DistributedJob]) -> str:
         return f"{name!r} is the name() of {len(classes)} instances of {classes[0]}"
     listed = " and ".join(classes) if len(classes) == 2 else ", ".join(classes[:-1]) + f" and {classes[-1]}"
     return f"{name!r} is the name() of {'both ' if len(classes) == 2 else ''}{listed}"
+
+
+def _task_origin(task: Task[Any]) -> str:
+    """``task 'send-receipt' (shop.tasks.send_receipt)``: where a task was defined, when a
+    decorator made it, so that a clash names what to rename."""
+    definition = task_definition_of(task)
+    where = f" ({definition.defined_as})" if definition is not None and definition.defined_as else ""
+    return f"task {task.name!r}{where}" if where else f"task {task!r}"
+
+
+def _refuse_task_name_clashes(
+    jobs: list[DistributedJob], job_names: list[str], tasks: list[Task[Any]]
+) -> None:
+    seen: dict[str, str] = {name: f"job {_qualified(job)}" for job, name in zip(jobs, job_names, strict=True)}
+    taken: dict[str, Task[Any]] = {}
+    clashes: list[str] = []
+    for task in tasks:
+        if taken.get(task.name) is task:
+            continue  # the same object twice is one task
+        here = _task_origin(task)
+        if task.name in seen:
+            clashes.append(f"{task.name!r} is the name of both {seen[task.name]} and {here}")
+        else:
+            seen[task.name] = here
+            taken[task.name] = task
+    if clashes:
+        raise ValueError(
+            f"task and job names must be unique within a JobRegistry; {'; '.join(clashes)}. Rename one of "
+            "them: the name is the key of their rows in scheduled_tasks"
+        )
+
+
+class _TaskFailureLog(SchedulerListener):
+    def __init__(self, names: set[str]) -> None:
+        self._names = frozenset(names)
+
+    def on_execution_complete(self, complete: ExecutionComplete) -> None:
+        execution = complete.execution
+        if complete.result is not ExecutionResult.FAILED or execution.task_name not in self._names:
+            return
+        cause = complete.cause
+        log.error(
+            "task %s instance %s failed (%d failure(s) in a row before this one): %s: %s",
+            execution.task_name,
+            execution.instance_id,
+            execution.consecutive_failures,
+            type(cause).__name__,
+            cause,
+            exc_info=cause,
+        )
 
 
 def _job_handler(job: DistributedJob, name: str) -> Callable[[TaskInstance[Any], ExecutionContext], Any]:
@@ -332,9 +427,12 @@ class JobRegistry:
         *,
         pool_label: str = "the jobs pool",
         require_database: bool = True,
+        task_names: Iterable[str] = (),
     ) -> None:
         self.scheduler = scheduler
         self.job_names = tuple(job_names)
+        #: the tasks given with ``with_tasks``, run in the same scheduler
+        self.task_names = tuple(task_names)
         self._must_register = tuple(must_register)
         self._pool_label = pool_label
         self._require_database = require_database
@@ -359,6 +457,8 @@ class JobRegistry:
         """
         required = self._require_database if require_database is None else require_database
         log.info("starting %d distributed job(s): %s", len(self.job_names), list(self.job_names))
+        if self.task_names:
+            log.info("with %d task(s): %s", len(self.task_names), list(self.task_names))
         try:
             self.scheduler.check_database()
         except Exception as exc:
@@ -466,4 +566,5 @@ class JobRegistry:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"JobRegistry(jobs={list(self.job_names)!r})"
+        tasks = f", tasks={list(self.task_names)!r}" if self.task_names else ""
+        return f"JobRegistry(jobs={list(self.job_names)!r}{tasks})"
