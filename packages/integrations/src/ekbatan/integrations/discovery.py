@@ -1,8 +1,10 @@
 """``scan(packages)``: import packages recursively and collect the classes marked for Ekbatan.
 
-Found are the classes marked ``@distributed_job``, ``@event_handler`` and ``@action`` that are
-*defined* in a scanned module (a marked class imported into another module is found once, where
-it is defined). The order is stable: by module name, then by the order of definition.
+Found are the classes marked ``@distributed_job``, ``@event_handler`` and ``@action``, and the
+tasks of ``@one_time_task`` / ``@recurring_task_with_persistent_schedule`` (the engine task a
+decorated function became, or the decorated class), that are *defined* in a scanned module (one
+imported into another module is found once, where it is defined). The order is stable: by
+module name, then by the order of definition.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from types import ModuleType
 from typing import Any
 
 from ekbatan.core.outbox import is_action
-from ekbatan.distributed_jobs import is_distributed_job
+from ekbatan.distributed_jobs import is_distributed_job, task_definition_of
+from ekbatan.distributed_jobs.scheduler import Task
 from ekbatan.local_event_handler import is_event_handler
 
 
@@ -25,15 +28,20 @@ class DiscoveryError(ImportError):
 
 @dataclass(frozen=True)
 class Discovered:
-    """The marked classes of the scanned packages, each list in a stable order."""
+    """The marked classes of the scanned packages, each list in a stable order.
+
+    ``tasks`` holds engine tasks (a decorated function) and decorated classes (built and
+    wrapped into an engine task by ``build_runtime``) in one list, in definition order.
+    """
 
     jobs: tuple[type, ...] = ()
     handlers: tuple[type, ...] = ()
     actions: tuple[type, ...] = ()
     modules: tuple[str, ...] = field(default=(), repr=False)
+    tasks: tuple[Task[Any] | type, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.jobs or self.handlers or self.actions)
+        return bool(self.jobs or self.handlers or self.actions or self.tasks)
 
 
 def scan(packages: Iterable[str | ModuleType] | str | ModuleType) -> Discovered:
@@ -47,6 +55,7 @@ def scan(packages: Iterable[str | ModuleType] | str | ModuleType) -> Discovered:
     jobs: list[type] = []
     handlers: list[type] = []
     actions: list[type] = []
+    tasks: list[Task[Any] | type] = []
     for name in sorted(modules):
         for cls in _classes_defined_in(modules[name]):
             if is_distributed_job(cls):
@@ -55,7 +64,14 @@ def scan(packages: Iterable[str | ModuleType] | str | ModuleType) -> Discovered:
                 handlers.append(cls)
             if is_action(cls):
                 actions.append(cls)
-    return Discovered(tuple(jobs), tuple(handlers), tuple(actions), tuple(sorted(modules)))
+        tasks += _tasks_defined_in(modules[name])
+    return Discovered(
+        jobs=tuple(jobs),
+        handlers=tuple(handlers),
+        actions=tuple(actions),
+        modules=tuple(sorted(modules)),
+        tasks=tuple(tasks),
+    )
 
 
 def _walk(package: str | ModuleType) -> list[ModuleType]:
@@ -92,6 +108,18 @@ def _classes_defined_in(module: ModuleType) -> list[type]:
     return [
         obj for obj in vars(module).values() if isinstance(obj, type) and obj.__module__ == module.__name__
     ]
+
+
+def _tasks_defined_in(module: ModuleType) -> list[Task[Any] | type]:
+    found: list[Task[Any] | type] = []
+    for obj in vars(module).values():
+        if isinstance(obj, type) and obj.__module__ != module.__name__:
+            continue
+        definition = task_definition_of(obj)
+        # a task's mark records the module its function or class was defined in
+        if definition is not None and definition.module == module.__name__ and obj not in found:
+            found.append(obj)
+    return found
 
 
 def describe(cls: Any) -> str:

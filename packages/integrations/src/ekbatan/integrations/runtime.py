@@ -10,9 +10,13 @@ through the functions here, so they all build the same graph:
 * the ``EventHandlerRegistry`` of every discovered ``@event_handler``;
 * the fan-out job whenever there is a handler, the handling job too when
   ``ekbatan.local-event-handler.handling.enabled`` is true;
-* a ``JobRegistry`` of the discovered ``@distributed_job`` classes and those pipeline jobs, on the
-  default shard's ``jobs-config`` pool (required: an error names the key when it is missing),
-  with every ``ekbatan.jobs`` key that is set — or no job registry at all when there is no job.
+* the engine tasks: those ``@one_time_task`` / ``@recurring_task_with_persistent_schedule``
+  made of functions, the decorated classes built (constructor parameters injected as a job's)
+  and wrapped into tasks, and ``extra_tasks``;
+* a ``JobRegistry`` of the discovered ``@distributed_job`` classes, those pipeline jobs and the
+  tasks — one scheduler for all — on the default shard's ``jobs-config`` pool (required: an
+  error names the key when it is missing), with every ``ekbatan.jobs`` key that is set — or no
+  job registry at all when there is neither a job nor a task.
 
 Start order: migrations (only when asked), then the job registry. Stop order: the job registry
 (its jobs drain while the pools are still open), then the jobs pool, then the shards' pools.
@@ -33,8 +37,8 @@ from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, load
 from ekbatan.core.outbox import Clock, EventCodec, UtcClock, default_codec
 from ekbatan.core.persistence import ConnectionProvider
 from ekbatan.core.sharding import jobs_connection_provider
-from ekbatan.distributed_jobs import DistributedJob, JobRegistry
-from ekbatan.distributed_jobs.scheduler import SchedulerBuilder, SchedulerClient
+from ekbatan.distributed_jobs import DistributedJob, JobRegistry, task_definition_of
+from ekbatan.distributed_jobs.scheduler import SchedulerBuilder, SchedulerClient, Task
 from ekbatan.integrations.construction import Offer, construct, offers_of_container
 from ekbatan.integrations.discovery import Discovered, scan
 from ekbatan.integrations.options import DEFAULT_CONFIG, EkbatanOptions, OptionFields
@@ -52,7 +56,8 @@ def load(config: str | os.PathLike[str] | EkbatanSettings | None) -> EkbatanSett
 
 @dataclass
 class EkbatanRuntime:
-    """What :func:`build_runtime` built. ``job_registry`` is None when there is no job at all."""
+    """What :func:`build_runtime` built. ``job_registry`` is None when there is no job and no
+    task at all."""
 
     settings: EkbatanSettings
     discovered: Discovered
@@ -63,6 +68,8 @@ class EkbatanRuntime:
     job_registry: JobRegistry | None
     jobs_pool: ConnectionProvider | None
     migrate_on_start: bool = False
+    #: the engine tasks registered in the job registry's scheduler (discovered and extra)
+    tasks: tuple[Task[Any], ...] = ()
     #: the options it was built with
     options: EkbatanOptions = field(default_factory=EkbatanOptions)
     _state: str = field(default="built", repr=False)
@@ -77,14 +84,16 @@ class EkbatanRuntime:
 
     @property
     def scheduler_client(self) -> SchedulerClient:
-        """Schedules, reschedules, cancels and lists executions in ``scheduled_tasks`` (jobs pool)."""
+        """Schedules, reschedules, cancels and lists executions in ``scheduled_tasks`` (jobs pool).
+
+        It knows the runtime's tasks: their data comes back decoded as their ``data_type``."""
         if self.job_registry is not None:
             return self.job_registry.scheduler
         with self._lock:
             if self._client is None:
                 pool = self.jobs_pool or jobs_connection_provider(self.settings, strict=True)
                 self.jobs_pool = pool
-                self._client = SchedulerClient(pool.engine, dialect=str(pool.dialect))
+                self._client = SchedulerClient(pool.engine, self.tasks, dialect=str(pool.dialect))
             return self._client
 
     def start(self) -> None:
@@ -154,12 +163,15 @@ def job_registry_for(
     customize_scheduler: Callable[[SchedulerBuilder], Any] | None = None,
     *,
     require_database: bool = True,
+    tasks: Iterable[Task[Any]] = (),
 ) -> JobRegistry:
-    """The job registry of ``jobs`` on ``jobs_pool``; the framework's lifecycle starts and stops it."""
+    """The job registry of ``jobs`` and ``tasks`` on ``jobs_pool``; the framework's lifecycle
+    starts and stops it."""
     builder = (
         JobRegistry.builder()
         .connection_provider(jobs_pool)
         .with_jobs(jobs)
+        .with_tasks(tasks)
         .apply_settings(settings.jobs)
         .register_shutdown_hook(False)
         .require_database(require_database)
@@ -188,6 +200,21 @@ def pipeline_jobs_for(
             codec=codec,
         )
     )
+
+
+def tasks_for(discovered: Discovered, sources: list[Mapping[str, Offer]]) -> list[Task[Any]]:
+    """The discovered tasks as engine tasks: a decorated function already is one; a decorated
+    class is built (its constructor parameters resolved as a job's) and its ``execute`` wrapped."""
+    tasks: list[Task[Any]] = []
+    for found in discovered.tasks:
+        if isinstance(found, Task):
+            tasks.append(found)
+            continue
+        definition = task_definition_of(found)
+        if definition is None:  # pragma: no cover - discovery collects marked objects only
+            raise TypeError(f"{found!r} is not a task")
+        tasks.append(definition.build(construct(found, sources).execute))
+    return tasks
 
 
 def build_runtime(
@@ -237,11 +264,15 @@ def build_runtime(
         handler_registry = EventHandlerRegistry.builder().with_handlers(handlers).build()
         jobs: list[DistributedJob] = [construct(cls, sources) for cls in discovered.jobs] + list(extra_jobs)
         jobs += pipeline_jobs_for(settings, registry, handler_registry, clock, codec)
+        # the same task object discovered and given again in extra_tasks is one task
+        tasks = list(
+            {id(task): task for task in [*tasks_for(discovered, sources), *opts.extra_tasks]}.values()
+        )
         job_registry = None
-        if jobs:
+        if jobs or tasks:
             jobs_pool = jobs_connection_provider(settings, strict=True)
             job_registry = job_registry_for(
-                jobs, jobs_pool, settings, customize_scheduler, require_database=require_database
+                jobs, jobs_pool, settings, customize_scheduler, require_database=require_database, tasks=tasks
             )
     except BaseException:
         if jobs_pool is not None:
@@ -249,10 +280,11 @@ def build_runtime(
         registry.close()
         raise
     log.info(
-        "ekbatan built: %d action(s), %d handler(s), %d job(s)%s",
+        "ekbatan built: %d action(s), %d handler(s), %d job(s), %d task(s)%s",
         len(discovered.actions),
         len(handlers),
         len(jobs),
+        len(tasks),
         "" if job_registry is not None else " (no job registry)",
     )
     return EkbatanRuntime(
@@ -262,6 +294,7 @@ def build_runtime(
         action_executor=executor,
         event_handler_registry=handler_registry,
         jobs=tuple(jobs),
+        tasks=tuple(tasks),
         job_registry=job_registry,
         jobs_pool=jobs_pool,
         migrate_on_start=opts.migrate_on_start,
