@@ -96,39 +96,27 @@ def test_camel_and_kebab_settings_bind_the_same(tmp_path):
             },
         }
     }
+    # settings already loaded go where a path goes: the runtime's settings are an output
     container = Container()
-    container.settings.override(settings_from_document(document, environ={}))
+    container.config_path.override(settings_from_document(document, environ={}))
     container.packages.override(["integrations_sample.handlers"])
     _fanout, handling = container.jobs()
     assert handling.poll_delay.total_seconds() == 0.2
     container.shutdown_resources()
 
 
-def test_a_user_jobs_pool_replaces_ekbatans(app_db, tmp_path):
-    from ekbatan.core import ConnectionProvider
-
-    config = application_yml(tmp_path, app_db.url, jobs_pool=False, eventlog=app_db.eventlog)
-    mine = ConnectionProvider.from_url(app_db.url, maximum_pool_size=2)
+@pytest.mark.parametrize("part", ["jobs_pool", "database_registry", "settings", "jobs"])
+def test_replacing_a_part_is_refused_naming_what_to_change_instead(tmp_path, part):
+    # The parts are read from the runtime, which builds its own: a replaced pool would have sat
+    # beside the one the jobs use, so the container refuses to build rather than ignore it.
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
     container = configured(Container(), config, ["integrations_sample.jobs"])
-    container.jobs_pool.override(providers.Object(mine))
-    container.migrate_on_start.override(True)
+    getattr(container, part).override(providers.Object(object()))
     try:
-        Base.metadata.create_all(mine.engine)
-        container.init_resources()
-        assert container.jobs_pool() is mine
-        wait_until(lambda: _balance(app_db.url) >= 10, timeout=20, message="the top-up job deposited")
+        with pytest.raises(TypeError, match=rf"EkbatanContainer\.{part} was replaced.*: \w"):
+            container.init_resources()
     finally:
         container.shutdown_resources()
-        mine.close()
-
-
-def _balance(url):
-    engine = sa.create_engine(url, poolclass=sa.NullPool)
-    try:
-        with engine.connect() as connection:
-            return connection.exec_driver_sql("SELECT COALESCE(SUM(balance), 0) FROM wallets").scalar_one()
-    finally:
-        engine.dispose()
 
 
 def test_init_starts_everything_and_shutdown_drains_before_closing(app_db, tmp_path):

@@ -1,6 +1,6 @@
 """EkbatanContainer reading application.yml: camel, kebab and mixed keys of the local event
-handler reach the jobs; EKBATAN_… environment variables reach the container; providers a
-subclass redefines are the ones Ekbatan's providers use."""
+handler reach the jobs; EKBATAN_… environment variables reach the container; option providers
+a subclass redefines are the ones the runtime is built with, and a part it redefines is refused."""
 
 from __future__ import annotations
 
@@ -132,15 +132,15 @@ def test_providers_a_subclass_redefines_are_the_ones_ekbatan_uses(tmp_path):
         container.shutdown_resources()
 
 
-def test_a_redefined_jobs_pool_is_the_one_the_job_registry_uses(tmp_path):
+def test_a_redefined_jobs_pool_is_refused_and_the_base_class_left_as_it_was(tmp_path):
     url = f"sqlite:///{tmp_path / 'app.sqlite'}"
     config = application_yml(tmp_path, url, jobs_pool=False)
-    closed = []
+    opened = []
 
     def my_pool():
         pool = ConnectionProvider.from_url(url, maximum_pool_size=2)
+        opened.append(pool)
         yield pool
-        closed.append(pool)
         pool.close()
 
     class OwnPool(Redefining):
@@ -148,13 +148,10 @@ def test_a_redefined_jobs_pool_is_the_one_the_job_registry_uses(tmp_path):
         jobs_pool = providers.Resource(my_pool)
 
     container = OwnPool()
-    container.init_resources()
     try:
-        pool = container.jobs_pool()
-        assert container.job_registry().scheduler.repository.engine is pool.engine
-        assert closed == []
+        with pytest.raises(TypeError, match=r"jobs_pool was replaced.*jobs-config in the settings"):
+            container.runtime()
     finally:
         container.shutdown_resources()
-    assert closed == [pool]
-    # the base class is left as it was
+    assert opened == []  # refused before anything was opened
     assert EkbatanContainer.providers["jobs_pool"] is not OwnPool.providers["jobs_pool"]

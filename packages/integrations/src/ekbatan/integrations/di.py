@@ -1,26 +1,31 @@
-"""``EkbatanContainer``: the whole product as a dependency-injector container.
+"""``EkbatanContainer``: the runtime :func:`~ekbatan.integrations.build_runtime` builds, as a
+dependency-injector container.
 
-Point it at your ``application.yml`` and packages, then ``init_resources()`` starts the job
-registry and ``shutdown_resources()`` stops it — the jobs drain first, then the pools close
-(dependency-injector shuts a resource down only after everything that depends on it)::
+Point it at your ``application.yml`` and packages, then ``init_resources()`` builds and starts
+the runtime and ``shutdown_resources()`` stops it — the jobs drain first, then the pools close::
 
-    container = EkbatanContainer()
-    container.config_path.override("application.yml")
-    container.packages.override(["myapp"])
+    container = EkbatanContainer(config_path="application.yml", packages=["myapp"])
     container.init_resources()
     ...
     container.shutdown_resources()
 
+Two resources hold one :class:`~ekbatan.integrations.EkbatanRuntime`: ``runtime`` is it built
+(stopped on shutdown), ``started`` is it started. Every other provider of Ekbatan's is either an
+option (``options``, and one provider per option: ``config_path``, ``packages``, ``application``,
+``clock``, ``codec``, ``migrate_on_start``, ``require_database``, ``extra_jobs``,
+``extra_handlers``, ``extra_tasks``, ``customize_scheduler``) or a part read from the runtime
+(``settings``, ``database_registry``, ``action_executor``, ``jobs``, ``job_registry``, …).
+Building, starting and stopping are the runtime's own, so the container builds exactly what
+every other integration builds.
+
 Extend it (``class Container(EkbatanContainer): ...``) to add your own providers: discovered
-classes get their constructor parameters from the container's providers, by name then by type.
-Redefine a provider in the subclass (``config_path = providers.Object("app.yml")``) or override it
-on an instance to replace a piece, e.g. ``jobs_pool`` with a pool of your own. No job and
-no handler means no job registry (the ``job_registry`` resource is then ``None``). Migrations
-run only when ``migrate_on_start`` is overridden with True.
+classes get their constructor parameters from them (and from an ``application`` container), by
+name then by type, before Ekbatan's own objects.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -31,212 +36,185 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
         "ekbatan.integrations.di needs dependency-injector: pip install 'ekbatan-integrations[di]'"
     ) from error
 
-from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, migrate
-from ekbatan.core.outbox import Clock, EventCodec, UtcClock, default_codec
-from ekbatan.core.persistence import ConnectionProvider
-from ekbatan.core.sharding import jobs_connection_provider
-from ekbatan.distributed_jobs import DistributedJob, JobRegistry
-from ekbatan.distributed_jobs.scheduler import SchedulerClient
-from ekbatan.integrations.construction import Offer, construct, offers_of_container
-from ekbatan.integrations.discovery import Discovered, scan
-from ekbatan.integrations.options import DEFAULT_CONFIG
-from ekbatan.integrations.runtime import job_registry_for, load, pipeline_jobs_for
-from ekbatan.local_event_handler import EventHandler, EventHandlerRegistry
+from ekbatan.integrations.construction import offers_of_container
+from ekbatan.integrations.options import EkbatanOptions
+from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
+
+#: the provider that sets each option, by the ``EkbatanOptions`` field it sets
+_OPTION_PROVIDERS = {
+    "config": "config_path",
+    "packages": "packages",
+    "container": "application",
+    "clock": "clock",
+    "codec": "codec",
+    "migrate_on_start": "migrate_on_start",
+    "require_database": "require_database",
+    "extra_jobs": "extra_jobs",
+    "extra_handlers": "extra_handlers",
+    "extra_tasks": "extra_tasks",
+    "customize_scheduler": "customize_scheduler",
+}
+
+#: the runtime's parts, and what to change instead of replacing one. A replaced part would not
+#: be the one the runtime runs with (its jobs would keep using the runtime's own), so building
+#: refuses it rather than let both exist. ``scheduler_client`` is absent: nothing Ekbatan runs
+#: uses it, so a test may replace it freely.
+_REPLACE_INSTEAD = {
+    "settings": "set config_path (a path, or EkbatanSettings already loaded) or options.config",
+    "database_registry": (
+        "the pools come from the settings' ekbatan.sharding section: change them there, or pass "
+        "EkbatanSettings of your own through config_path"
+    ),
+    "jobs_pool": (
+        "the jobs pool is the default shard's jobs-config in the settings: change it there, or "
+        "pass EkbatanSettings of your own through config_path"
+    ),
+    "discovered": "set packages",
+    "action_executor": "set packages, or clock and codec",
+    "event_handlers": "set packages, or add handlers with extra_handlers",
+    "event_handler_registry": "set packages, or add handlers with extra_handlers",
+    "jobs": "set packages, or add jobs with extra_jobs",
+    "job_registry": "adjust the engine with customize_scheduler",
+    "migrations": "set migrate_on_start",
+}
+
+# Containers whose runtime is being built, in this thread: asked for again meanwhile, the
+# runtime would be built again inside its own build, without end.
+_building = threading.local()
 
 
-def _sources(container: Any, application: Any) -> list[Mapping[str, Offer]]:
-    # the application's own container first, then this one (which may be the user's subclass)
-    return [offers_of_container(application), offers_of_container(container)]
+class _Offered:
+    """What discovered classes' constructors are offered, as the one container ``build_runtime``
+    takes: the application container's providers first, then those the subclass adds.
+
+    Ekbatan's own providers are left out: they are the runtime being built, and build_runtime
+    offers its parts itself (``settings``, ``database_registry``, ``action_executor``, …)."""
+
+    def __init__(self, application: Any, container: Any) -> None:
+        offered: dict[str, Any] = {}
+        if application is not None:
+            offers_of_container(application)  # refuses anything but a container, saying so
+            offered.update(application.providers)
+        for name, provider in container.providers.items():
+            if name not in _EKBATAN_PROVIDERS:
+                offered.setdefault(name, provider)
+        self.providers: Mapping[str, Any] = offered
 
 
-def _database_registry(settings: EkbatanSettings) -> Iterator[DatabaseRegistry]:
-    registry = DatabaseRegistry.from_config(settings)
+def _options(container: Any) -> EkbatanOptions:
+    """``options`` with every option provider that is set applied over it (None leaves it)."""
+    given = {field: getattr(container, name)() for field, name in _OPTION_PROVIDERS.items()}
+    options = EkbatanOptions.of(container.options(), **given)
+    return options.replace(container=_Offered(options.container, container))
+
+
+def _refuse_replaced_parts(container: Any) -> None:
+    for name, instead in _REPLACE_INSTEAD.items():
+        provider = container.providers.get(name)
+        ours = isinstance(provider, providers.Callable) and provider.provides is _part
+        if not ours or provider.overridden:
+            raise TypeError(
+                f"EkbatanContainer.{name} was replaced, but the runtime builds its own and would not "
+                f"use yours: {instead}"
+            )
+
+
+def _built(container: Any) -> Iterator[EkbatanRuntime]:
+    """The runtime, built (nothing connects yet) and stopped when the resource shuts down."""
+    _refuse_replaced_parts(container)
+    building: set[int] = _building.__dict__.setdefault("containers", set())
+    if id(container) in building:
+        raise RuntimeError(
+            "a provider that a discovered class needs depends on a part of Ekbatan's runtime "
+            "(settings, database_registry, action_executor, …), which exists only once the "
+            "classes are built: let the class ask for the part itself, or give your provider "
+            "the part's provider (EkbatanContainer.database_registry.provider) to call later"
+        )
+    building.add(id(container))
     try:
-        yield registry
+        runtime = build_runtime(options=_options(container))
     finally:
-        registry.close()
-
-
-def _action_executor(
-    settings: EkbatanSettings,
-    database_registry: DatabaseRegistry,
-    clock: Clock,
-    codec: EventCodec,
-    discovered: Discovered,
-    container: Any,
-    application: Any,
-) -> ActionExecutor:
-    executor = ActionExecutor(database_registry, namespace=settings.namespace, clock=clock, codec=codec)
-    sources = _sources(container, application)
-    for action_class in discovered.actions:
-        executor.register(construct(action_class, sources))
-    return executor
-
-
-def _handlers(discovered: Discovered, container: Any, application: Any) -> list[EventHandler[Any]]:
-    sources = _sources(container, application)
-    return [construct(cls, sources) for cls in discovered.handlers]
-
-
-def _handler_registry(handlers: list[EventHandler[Any]]) -> EventHandlerRegistry:
-    return EventHandlerRegistry.builder().with_handlers(handlers).build()
-
-
-def _jobs(
-    discovered: Discovered,
-    container: Any,
-    application: Any,
-    settings: EkbatanSettings,
-    database_registry: DatabaseRegistry,
-    handler_registry: EventHandlerRegistry,
-    clock: Clock,
-    codec: EventCodec,
-) -> list[DistributedJob]:
-    sources = _sources(container, application)
-    jobs: list[DistributedJob] = [construct(cls, sources) for cls in discovered.jobs]
-    return jobs + pipeline_jobs_for(settings, database_registry, handler_registry, clock, codec)
-
-
-def _jobs_pool(settings: EkbatanSettings, jobs: list[DistributedJob]) -> Iterator[ConnectionProvider | None]:
-    if not jobs:
-        yield None
-        return
-    pool = jobs_connection_provider(settings, strict=True)
+        building.discard(id(container))
     try:
-        yield pool
+        yield runtime
     finally:
-        pool.close()
+        runtime.stop()
 
 
-def _migrations(settings: EkbatanSettings, migrate_on_start: bool) -> Iterator[bool]:
-    if migrate_on_start:
-        migrate(settings)
-    yield migrate_on_start
+def _started(runtime: EkbatanRuntime) -> Iterator[EkbatanRuntime]:
+    """The runtime started: migrations if asked, then the job registry; a failed start stops it."""
+    with runtime:
+        yield runtime
 
 
-def _job_registry(
-    jobs: list[DistributedJob],
-    jobs_pool: ConnectionProvider | None,
-    settings: EkbatanSettings,
-    migrated: bool,
-    action_executor: ActionExecutor,
-    database_registry: DatabaseRegistry,
-) -> Iterator[JobRegistry | None]:
-    # migrated and action_executor are here so that both exist before any job runs.
-    # database_registry is here so that its pools close only after the jobs have stopped:
-    # dependency-injector orders the shutdown of resources by their direct dependencies only,
-    # and the jobs reach the shard pools through providers that are not resources. Closed
-    # first, the pools were disposed under running pipeline jobs, whose next connections came
-    # from fresh pools that nobody closed (psycopg's "deleted while still open" at exit).
-    if not jobs:
-        yield None
-        return
-    if jobs_pool is None:
-        raise ValueError("jobs_pool was overridden with None, but there are jobs to run")
-    registry = job_registry_for(jobs, jobs_pool, settings)
-    registry.start()
-    try:
-        yield registry
-    finally:
-        registry.stop()
-
-
-def _scheduler_client(job_registry: JobRegistry | None, settings: EkbatanSettings) -> SchedulerClient:
-    if job_registry is not None:
-        return job_registry.scheduler
-    pool = jobs_connection_provider(settings, strict=True)
-    return SchedulerClient(pool.engine, dialect=str(pool.dialect))
+def _part(runtime: EkbatanRuntime, name: str) -> Any:
+    if name == "event_handlers":
+        registry = runtime.event_handler_registry
+        return [registry.handler_for(handler) for handler in registry.handler_names()]
+    if name == "migrations":
+        return runtime.migrate_on_start
+    return getattr(runtime, name)
 
 
 # dependency-injector's stubs do not declare the metaclass its containers.pyx defines
 class _SharedSelf(containers.DeclarativeContainerMetaClass):  # type: ignore[name-defined,misc]
-    """Gives a subclass the ``__self__`` provider of its base, and re-links what it redefines.
+    """Gives a subclass the ``__self__`` provider of its base.
 
-    Ekbatan's providers receive the container itself (to build discovered classes from its
-    providers). dependency-injector gives every container class a new ``Self`` provider, and the
-    providers a subclass inherits would keep pointing at the base's: they would see the base
-    container, without the providers the application added. Sharing one ``Self`` through the
-    hierarchy makes them see the container actually instantiated.
-
-    For the same reason, a provider redefined in a subclass (``config_path = providers.Object(
-    "app.yml")``, ``jobs_pool = providers.Resource(...)``) would be ignored by the inherited
-    providers that use it. The inherited providers, and the subclass's own providers that name a
-    base's (``EkbatanContainer.database_registry``), are copied so that they use the redefinition
-    and share one instance of everything else.
+    The ``runtime`` resource receives the container itself, to read the option providers and
+    offer the application's providers by name. dependency-injector gives every container class a
+    new ``Self`` provider, and ``runtime``, inherited, would keep the base's: it would see the
+    base container, without what the application's subclass adds or redefines. Sharing one
+    ``Self`` through the hierarchy makes it see the container actually instantiated.
     """
 
     def __new__(mcs, name: str, bases: tuple[type, ...], attributes: dict[str, Any]) -> Any:
-        shared_self = next((v for v in attributes.values() if isinstance(v, providers.Self)), None)
-        if shared_self is None:
+        if not any(isinstance(value, providers.Self) for value in attributes.values()):
             for base in bases:
                 inherited = getattr(base, "__self__", None)
                 if isinstance(inherited, providers.Self):
-                    attributes["__self__"] = shared_self = inherited
+                    attributes["__self__"] = inherited
                     break
-        inherited_providers: dict[str, Any] = {}
-        for base in bases:
-            base_providers = getattr(base, "providers", None)
-            if isinstance(base_providers, Mapping):
-                inherited_providers.update(base_providers)
-        redefined = {
-            key
-            for key, value in attributes.items()
-            if key in inherited_providers and isinstance(value, providers.Provider)
-        }
-        if redefined:
-            memo: dict[int, Any] = {id(inherited_providers[key]): attributes[key] for key in redefined}
-            if shared_self is not None:
-                memo[id(shared_self)] = shared_self
-            relinked = {key: p for key, p in inherited_providers.items() if key not in redefined}
-            relinked.update(
-                (key, value)
-                for key, value in attributes.items()
-                if isinstance(value, providers.Provider)
-                and not isinstance(value, providers.Self)
-                and key not in redefined
-            )
-            attributes.update(providers.deepcopy(relinked, memo))
         return super().__new__(mcs, name, bases, attributes)
 
 
 class EkbatanContainer(containers.DeclarativeContainer, metaclass=_SharedSelf):
-    """Every Ekbatan piece as a provider; override or extend any of them."""
+    """The Ekbatan runtime and its parts as providers; configure it through its options."""
 
     __self__ = providers.Self()
 
-    #: where the settings come from, and which packages to scan
-    config_path = providers.Object(DEFAULT_CONFIG)
-    packages = providers.Object(())
+    #: how to build and run Ekbatan; each option provider below that is set wins over it
+    options: providers.Object[Any] = providers.Object(EkbatanOptions())
+    #: the application.yml path or loaded settings (default: options.config, else application.yml)
+    config_path: providers.Object[Any] = providers.Object(None)
+    #: the packages to scan
+    packages: providers.Object[Any] = providers.Object(None)
     #: the application's own container, asked first for discovered classes' parameters
     application: providers.Object[Any] = providers.Object(None)
+    clock: providers.Object[Any] = providers.Object(None)
+    codec: providers.Object[Any] = providers.Object(None)
     #: run the framework migrations before the job registry starts
-    migrate_on_start = providers.Object(False)
+    migrate_on_start: providers.Object[Any] = providers.Object(None)
+    #: False starts degraded while the jobs database cannot be reached
+    require_database: providers.Object[Any] = providers.Object(None)
+    extra_jobs: providers.Object[Any] = providers.Object(None)
+    extra_handlers: providers.Object[Any] = providers.Object(None)
+    extra_tasks: providers.Object[Any] = providers.Object(None)
+    customize_scheduler: providers.Object[Any] = providers.Object(None)
 
-    settings = providers.Singleton(load, config_path)
-    clock = providers.Object(UtcClock())
-    codec = providers.Object(default_codec)
-    discovered = providers.Singleton(scan, packages)
+    runtime = providers.Resource(_built, __self__)
+    started = providers.Resource(_started, runtime)
 
-    database_registry = providers.Resource(_database_registry, settings)
-    action_executor = providers.Singleton(
-        _action_executor, settings, database_registry, clock, codec, discovered, __self__, application
-    )
-    event_handlers = providers.Singleton(_handlers, discovered, __self__, application)
-    event_handler_registry = providers.Singleton(_handler_registry, event_handlers)
-    jobs = providers.Singleton(
-        _jobs,
-        discovered,
-        __self__,
-        application,
-        settings,
-        database_registry,
-        event_handler_registry,
-        clock,
-        codec,
-    )
-    jobs_pool = providers.Resource(_jobs_pool, settings, jobs)
-    migrations = providers.Resource(_migrations, settings, migrate_on_start)
-    job_registry = providers.Resource(
-        _job_registry, jobs, jobs_pool, settings, migrations, action_executor, database_registry
-    )
-    scheduler_client = providers.Singleton(_scheduler_client, job_registry, settings)
+    settings = providers.Callable(_part, runtime, "settings")
+    discovered = providers.Callable(_part, runtime, "discovered")
+    database_registry = providers.Callable(_part, runtime, "database_registry")
+    action_executor = providers.Callable(_part, runtime, "action_executor")
+    event_handlers = providers.Callable(_part, runtime, "event_handlers")
+    event_handler_registry = providers.Callable(_part, runtime, "event_handler_registry")
+    jobs = providers.Callable(_part, runtime, "jobs")
+    jobs_pool = providers.Callable(_part, runtime, "jobs_pool")
+    scheduler_client = providers.Callable(_part, runtime, "scheduler_client")
+    migrations = providers.Callable(_part, started, "migrations")
+    job_registry = providers.Callable(_part, started, "job_registry")
+
+
+_EKBATAN_PROVIDERS = frozenset(EkbatanContainer.cls_providers)
