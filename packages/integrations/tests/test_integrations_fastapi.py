@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from dependency_injector import containers, providers
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
+from integrations_beacon import Beacon, three_threads
 from integrations_sample.domain import Base, Deposit, DepositParams
 from integrations_sample.handlers import DepositLedger
 from integrations_support import application_yml, sqlite_with_wallets
@@ -35,6 +36,7 @@ from ekbatan.integrations.fastapi import (
     run_action,
     schedule_task,
 )
+from ekbatan.integrations.options import EkbatanOptions
 from testsupport import wait_until
 
 
@@ -462,3 +464,32 @@ def test_every_public_name_resolves_once():
 
     assert len(module.__all__) == len(set(module.__all__))
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
+
+
+def test_the_lifespan_takes_options_and_customize_scheduler(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    beacon = Beacon()
+    customized: list[Any] = []
+
+    def noted_three_threads(builder: Any) -> Any:
+        customized.append(builder)
+        return three_threads(builder)
+
+    # an options object for most of it, keywords over it; config by keyword too
+    base = EkbatanOptions(config="nowhere.yml", extra_jobs=[beacon], migrate_on_start=True)
+    lifespan = ekbatan_lifespan(config=config, options=base, customize_scheduler=noted_three_threads)
+    assert not customized  # nothing is built before the application starts
+    app = FastAPI(lifespan=lifespan)
+    with TestClient(app):
+        runtime = app.state.ekbatan
+        assert runtime.options.extra_jobs == (beacon,) and runtime.options.config != "nowhere.yml"
+        assert len(customized) == 1 and runtime.job_registry.scheduler.threads == 3
+        wait_until(lambda: beacon.runs, timeout=20, message="the extra job ran")
+    assert not runtime.started
+
+
+def test_the_lifespan_refuses_an_option_given_twice_or_unknown():
+    with pytest.raises(TypeError, match="got config both by position and by keyword"):
+        ekbatan_lifespan("a.yml", config="b.yml")
+    with pytest.raises(TypeError, match=r"unknown Ekbatan option\(s\) \['customise_scheduler'\]"):
+        ekbatan_lifespan("a.yml", customise_scheduler=print)  # type: ignore[call-arg]

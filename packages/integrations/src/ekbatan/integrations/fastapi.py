@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from types import ModuleType
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, Unpack
 
 try:
     import anyio
@@ -50,12 +50,11 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
     ) from error
 
 from ekbatan.core import ActionExecutor, EkbatanSettings
-from ekbatan.core.outbox import Action, Clock, EventCodec
-from ekbatan.distributed_jobs import DistributedJob
+from ekbatan.core.outbox import Action
 from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance
 from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
+from ekbatan.integrations.options import EkbatanOptions, OptionFields
 from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
-from ekbatan.local_event_handler import EventHandler
 
 __all__ = [
     "STATE_KEY",
@@ -80,46 +79,51 @@ R = TypeVar("R")
 Lifespan = Callable[[Any], AbstractAsyncContextManager[Mapping[str, Any] | None]]
 
 
+class _LifespanFields(OptionFields, total=False):
+    # ``config`` and ``packages`` by keyword as well: their first two positions are
+    # positional-only, so that ``container``, also the third position, can be one of the option
+    # keywords without two parameters of one name (which mypy refuses).
+    config: str | os.PathLike[str] | EkbatanSettings | None
+    packages: Iterable[str | ModuleType] | str | ModuleType | None
+
+
 def ekbatan_lifespan(
-    config: str | os.PathLike[str] | EkbatanSettings | None = "application.yml",
-    packages: Iterable[str | ModuleType] | str | ModuleType = (),
+    config: str | os.PathLike[str] | EkbatanSettings | None = None,
+    packages: Iterable[str | ModuleType] | str | ModuleType | None = None,
     container: Any = None,
+    /,
     *,
-    migrate_on_start: bool = False,
+    options: EkbatanOptions | None = None,
     lifespan: Lifespan | None = None,
-    clock: Clock | None = None,
-    codec: EventCodec | None = None,
-    extra_jobs: Iterable[DistributedJob] = (),
-    extra_handlers: Iterable[EventHandler[Any]] = (),
-    require_database: bool = True,
+    **fields: Unpack[_LifespanFields],
 ) -> Callable[[Any], AbstractAsyncContextManager[dict[str, Any]]]:
     """A FastAPI lifespan that builds, starts and stops Ekbatan; ``FastAPI(lifespan=...)``.
 
-    Calling this builds nothing: it only remembers the arguments (so it is safe at import
-    time, in a module that uvicorn's parent process imports too). ``lifespan`` is the
+    What to build is an :class:`~ekbatan.integrations.options.EkbatanOptions` — ``options=``
+    and/or its fields as keywords (``config``, ``packages`` and ``container`` also by position;
+    a keyword wins over ``options``), exactly as
+    :func:`~ekbatan.integrations.runtime.build_runtime` takes them: ``migrate_on_start``,
+    ``require_database``, ``clock``, ``codec``, ``extra_jobs``, ``extra_handlers``,
+    ``extra_tasks``, ``customize_scheduler``. ``config`` defaults to ``application.yml``.
+
+    Calling this builds nothing: it only checks and remembers the options (so it is safe at
+    import time, in a module that uvicorn's parent process imports too). ``lifespan`` is the
     application's own lifespan, run inside Ekbatan's: it starts after Ekbatan has started (the
     runtime is on ``app.state.ekbatan`` already) and stops before Ekbatan stops; the state it
     yields is merged into the lifespan state. The returned lifespan can also be entered from
     the application's own: ``async with ekbatan(app) as state: yield {**state, ...}``.
 
-    ``require_database=False`` lets the application start while the jobs database is down
-    (see :func:`~ekbatan.integrations.runtime.build_runtime`); the health router answers 503
-    until the scheduler has polled.
+    ``require_database=False`` lets the application start while the jobs database is down;
+    the health router answers 503 until the scheduler has polled.
     """
-    jobs, handlers = tuple(extra_jobs), tuple(extra_handlers)
+    positional = {"config": config, "packages": packages, "container": container}
+    twice = sorted(name for name, value in positional.items() if value is not None and name in fields)
+    if twice:
+        raise TypeError(f"ekbatan_lifespan() got {', '.join(twice)} both by position and by keyword")
+    merged = EkbatanOptions.of(options, **{**positional, **fields})
 
     def build() -> EkbatanRuntime:
-        runtime = build_runtime(
-            config,
-            packages,
-            container=container,
-            clock=clock,
-            codec=codec,
-            migrate_on_start=migrate_on_start,
-            extra_jobs=jobs,
-            extra_handlers=handlers,
-            require_database=require_database,
-        )
+        runtime = build_runtime(options=merged)
         try:
             runtime.start()
         except BaseException:
