@@ -12,12 +12,14 @@ import pytest
 import sqlalchemy as sa
 from dependency_injector import containers, providers
 from flask import Flask, current_app, request
+from integrations_beacon import Beacon, three_threads
 from integrations_sample.domain import Base, Deposit, DepositParams
 from integrations_sample.handlers import DepositLedger
 from integrations_support import application_yml, sqlite_with_wallets
 
 from ekbatan.core import JobsPoolNotConfiguredError, SettingsError, load_settings, migrate
 from ekbatan.integrations.flask import Ekbatan
+from ekbatan.integrations.options import EkbatanOptions
 from testsupport import wait_until
 
 EVERYTHING = "integrations_sample.domain, integrations_sample.handlers, integrations_sample.jobs"
@@ -308,3 +310,71 @@ def test_the_health_blueprint_answers_503_while_the_database_is_missing(tmp_path
         assert "nowhere" not in response.get_data(as_text=True)  # no configuration in the report
     finally:
         ekbatan.stop(app)
+
+
+@pytest.mark.parametrize("how", ["keywords", "options", "EKBATAN_OPTIONS", "EKBATAN_<FIELD>"])
+def test_extra_jobs_and_customize_scheduler_reach_flask(tmp_path, how):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    migrate(load_settings(config))
+    beacon = Beacon()
+    app = Flask(f"beacon_{how}")
+    app.config["EKBATAN_CONFIG"] = str(config)
+    if how == "keywords":
+        ekbatan = Ekbatan(app, extra_jobs=[beacon], customize_scheduler=three_threads)
+    elif how == "options":
+        ekbatan = Ekbatan(app, options=EkbatanOptions(extra_jobs=[beacon], customize_scheduler=three_threads))
+    elif how == "EKBATAN_OPTIONS":
+        app.config["EKBATAN_OPTIONS"] = EkbatanOptions(extra_jobs=[beacon], customize_scheduler=three_threads)
+        ekbatan = Ekbatan(app)
+    else:
+        app.config.update(EKBATAN_EXTRA_JOBS=[beacon], EKBATAN_CUSTOMIZE_SCHEDULER=three_threads)
+        ekbatan = Ekbatan(app)
+    try:
+        runtime = ekbatan.start(app)
+        assert runtime.job_registry.job_names == ("beacon",)
+        assert runtime.job_registry.scheduler.threads == 3
+        wait_until(lambda: beacon.runs, timeout=20, message="the extra job ran")
+    finally:
+        ekbatan.stop(app)
+
+
+def test_what_the_constructor_is_given_wins_over_app_config(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    beacon, other = Beacon(), Beacon()
+    app = Flask("precedence")
+    app.config.update(
+        # EKBATAN_<FIELD> keys win over EKBATAN_OPTIONS within app.config
+        EKBATAN_OPTIONS=EkbatanOptions(config="nowhere.yml", extra_jobs=[other], require_database=False),
+        EKBATAN_CONFIG=str(config),
+        EKBATAN_MIGRATE_ON_START="yes",
+    )
+    # the constructor's options win for what they set (extra_jobs), and leave the rest to app.config;
+    # its keywords win over both
+    ekbatan = Ekbatan(
+        options=EkbatanOptions(extra_jobs=[beacon], customize_scheduler=print),
+        customize_scheduler=three_threads,
+    )
+    ekbatan.init_app(app)
+    opts = ekbatan.options_for(app)
+    assert opts.config == str(config) and opts.extra_jobs == (beacon,)
+    assert (opts.migrate_on_start, opts.require_database, opts.customize_scheduler) == (
+        True,
+        False,
+        three_threads,
+    )
+    runtime = ekbatan.runtime_for(app)
+    try:
+        assert runtime.job_registry.job_names == ("beacon",)
+        assert runtime.job_registry.scheduler.threads == 3
+    finally:
+        ekbatan.stop(app)
+
+
+def test_a_bad_option_is_named(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    with pytest.raises(TypeError, match=r"unknown Ekbatan option\(s\) \['extra_job'\]"):
+        Ekbatan(extra_job=[Beacon()])  # type: ignore[call-arg]
+    app = Flask("bad_flag")
+    app.config["EKBATAN_AUTOSTART"] = "sometimes"
+    with pytest.raises(ValueError, match="EKBATAN_AUTOSTART is a flag: write true or false, not 'sometimes'"):
+        Ekbatan(app, config=config)

@@ -36,6 +36,7 @@ touches the parent's pools. ``flask ekbatan migrate`` and ``flask ekbatan tasks`
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import threading
@@ -44,7 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 try:
     import click
@@ -63,7 +64,7 @@ from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.cli.tables import format_time, render_table
 from ekbatan.integrations.discovery import scan
 from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
-from ekbatan.integrations.options import DEFAULT_CONFIG
+from ekbatan.integrations.options import EkbatanOptions, OptionFields, _flag
 from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime, load
 from ekbatan.integrations.task_views import list_tasks
 
@@ -76,13 +77,11 @@ EXTENSION_KEY = "ekbatan"
 
 @dataclass
 class _AppState:
-    """One application's configuration, and the graph built for it in process ``pid``."""
+    """One application's options (their settings loaded), and the graph built for it in
+    process ``pid``."""
 
     settings: EkbatanSettings
-    packages: tuple[str | ModuleType, ...]
-    container: Any
-    migrate_on_start: bool
-    require_database: bool
+    options: EkbatanOptions
     autostart: bool
     pid: int = field(default_factory=os.getpid)
     runtime: EkbatanRuntime | None = None
@@ -92,15 +91,16 @@ class _AppState:
 class Ekbatan:
     """The Flask extension. One instance may serve several applications (app factories).
 
-    ``config`` (a path or loaded settings), ``packages``, ``migrate_on_start`` and
-    ``require_database`` given here win over the application's ``EKBATAN_CONFIG``,
-    ``EKBATAN_PACKAGES`` (a list or a comma-separated string), ``EKBATAN_MIGRATE_ON_START`` and
-    ``EKBATAN_REQUIRE_DATABASE``. ``container`` is the application's own dependency-injector
-    container, offered to discovered classes' constructors.
+    What to build is an :class:`~ekbatan.integrations.options.EkbatanOptions`, read from each
+    application's ``app.config`` (``EKBATAN_OPTIONS``, then ``EKBATAN_<FIELD>`` keys such as
+    ``EKBATAN_CONFIG``, ``EKBATAN_PACKAGES``, ``EKBATAN_EXTRA_JOBS``); what is given here —
+    ``options=`` and the same fields as keywords (``config``, ``packages``, ``container``,
+    ``migrate_on_start``, ``require_database``, ``clock``, ``codec``, ``extra_jobs``,
+    ``extra_handlers``, ``extra_tasks``, ``customize_scheduler``) — wins over it: a keyword
+    whenever it is given (not None), and ``options`` for every field it sets to other than
+    the default.
 
-    ``require_database`` (default True): starting fails at once, naming the jobs pool, when its
-    database cannot be reached; False starts degraded instead (``runtime.job_registry
-    .waiting_for_database`` is True meanwhile) and the jobs begin when the database answers.
+    ``EKBATAN_AUTOSTART`` and ``EKBATAN_START_FOR_CLI`` (when to start) are the extension's own.
     """
 
     def __init__(
@@ -109,15 +109,18 @@ class Ekbatan:
         *,
         config: str | os.PathLike[str] | EkbatanSettings | None = None,
         packages: Iterable[str | ModuleType] | str | ModuleType | None = None,
-        container: Any = None,
-        migrate_on_start: bool = False,
-        require_database: bool | None = None,
+        options: EkbatanOptions | None = None,
+        **fields: Unpack[OptionFields],
     ) -> None:
-        self.config = config
-        self.packages = packages
-        self.container = container
-        self.migrate_on_start = migrate_on_start
-        self.require_database = require_database
+        # Checked now, so that a mistake (an unknown keyword, a wrong type) is raised here;
+        # merged with each application's app.config in init_app.
+        self._options = EkbatanOptions.of(options)
+        self._given: dict[str, Any] = {
+            name: value
+            for name, value in {"config": config, "packages": packages, **fields}.items()
+            if value is not None
+        }
+        EkbatanOptions.of(self._options, **self._given)
         self._states: weakref.WeakKeyDictionary[Flask, _AppState] = weakref.WeakKeyDictionary()
         _extensions.add(self)
         if app is not None:
@@ -136,26 +139,19 @@ class Ekbatan:
                 f"Ekbatan is already initialized on the application {app.name!r}; "
                 "create one Ekbatan and call init_app once per application"
             )
-        settings = load(
-            self.config if self.config is not None else app.config.get("EKBATAN_CONFIG", DEFAULT_CONFIG)
-        )
-        packages = _package_list(
-            self.packages if self.packages is not None else app.config.get("EKBATAN_PACKAGES")
-        )
-        discovered = scan(packages)
-        if discovered.jobs or discovered.handlers:
+        opts = self.options_for(app)
+        settings = load(opts.config)
+        discovered = scan(opts.packages)
+        if (
+            discovered.jobs
+            or discovered.handlers
+            or any((opts.extra_jobs, opts.extra_handlers, opts.extra_tasks))
+        ):
             resolve_jobs_config(settings.sharding, strict=True)
         state = _AppState(
             settings=settings,
-            packages=packages,
-            container=self.container,
-            migrate_on_start=self.migrate_on_start or _flag(app.config.get("EKBATAN_MIGRATE_ON_START")),
-            require_database=(
-                self.require_database
-                if self.require_database is not None
-                else _flag(app.config.get("EKBATAN_REQUIRE_DATABASE", True))
-            ),
-            autostart=_flag(app.config.get("EKBATAN_AUTOSTART", True)),
+            options=opts.replace(config=settings),  # each process builds from these, read once
+            autostart=_flag("EKBATAN_AUTOSTART", app.config.get("EKBATAN_AUTOSTART", True)),
         )
         self._states[app] = state
         app.extensions[EXTENSION_KEY] = self
@@ -163,12 +159,24 @@ class Ekbatan:
         if not state.autostart:
             return
         app.before_request(self._start_on_first_request)
-        if _flag(app.config.get("EKBATAN_START_FOR_CLI")):
+        if _flag("EKBATAN_START_FOR_CLI", app.config.get("EKBATAN_START_FOR_CLI", False)):
             appcontext_pushed.connect(self._start_for_cli_command, app)
         if os.environ.get("WERKZEUG_RUN_MAIN") == "true":
             # The reloader's child: it serves and forks no further; its parent never gets here
             # with the variable set, and it receives no request, so it never starts.
             self.start(app)
+
+    def options_for(self, app: Flask) -> EkbatanOptions:
+        """The options for ``app``: its ``app.config`` with what this extension was given over it."""
+        defaults = EkbatanOptions()
+        # Only the fields the constructor's options set win: one that leaves, say, ``config``
+        # at its default must not hide the application's EKBATAN_CONFIG.
+        chosen = {
+            f.name: getattr(self._options, f.name)
+            for f in dataclasses.fields(EkbatanOptions)
+            if getattr(self._options, f.name) != getattr(defaults, f.name)
+        }
+        return EkbatanOptions.of(EkbatanOptions.from_mapping(app.config), **{**chosen, **self._given})
 
     # ------------------------------------------------------------------ per application
     def _state(self, app: Flask | None) -> tuple[Flask, _AppState]:
@@ -196,13 +204,7 @@ class Ekbatan:
         app, state = self._state(app)
         with state.lock:
             if state.runtime is None:
-                state.runtime = build_runtime(
-                    state.settings,
-                    state.packages,
-                    container=state.container,
-                    migrate_on_start=state.migrate_on_start,
-                    require_database=state.require_database,
-                )
+                state.runtime = build_runtime(options=state.options)
             return state.runtime
 
     @property
@@ -357,25 +359,6 @@ def gunicorn_worker_exit(server: Any, worker: Any) -> None:
 def _app_of_this_context() -> Flask:
     # flask annotates current_app as the Flask it stands for; it is werkzeug's proxy to it
     return cast("LocalProxy[Flask]", current_app)._get_current_object()
-
-
-def _package_list(
-    value: Iterable[str | ModuleType] | str | ModuleType | None,
-) -> tuple[str | ModuleType, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, ModuleType):
-        return (value,)
-    items: Iterable[str | ModuleType] = value.split(",") if isinstance(value, str) else value
-    return tuple(
-        item if isinstance(item, ModuleType) else item.strip() for item in items if item and str(item).strip()
-    )
-
-
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 def _cli_command_path() -> list[str]:
