@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import select
 import signal
 import subprocess
@@ -180,3 +181,105 @@ def test_wait_for_database_and_migrate_together_are_refused(tmp_path):
     )
     assert result.exit_code == 2, result.output
     assert "migrations need the database" in result.output, result.output
+
+
+OPTIONS = '''
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules
+from ekbatan.integrations.options import EkbatanOptions
+
+URL = {url!r}
+
+
+class MarkJob(DistributedJob):
+    """Given through --options, not scanned: writes a row each time it runs."""
+
+    def name(self) -> str:
+        return "mark-job"
+
+    def schedule(self) -> Schedule:
+        return Schedules.fixed_delay(timedelta(hours=1))  # runs at start-up
+
+    def execute(self, ctx: JobContext) -> None:
+        engine = sa.create_engine(URL, poolclass=sa.NullPool)
+        try:
+            with engine.begin() as connection:
+                connection.execute(sa.text("INSERT INTO marks (task) VALUES ('mark-job')"))
+        finally:
+            engine.dispose()
+
+
+def options() -> EkbatanOptions:
+    return EkbatanOptions(extra_jobs=[MarkJob()], customize_scheduler=lambda builder: builder.threads(2))
+'''
+
+
+@pytest.mark.dialects("sqlite", "postgres")
+def test_options_give_the_worker_jobs_that_are_not_scanned(app_db, tmp_path):
+    (tmp_path / "worker_options.py").write_text(textwrap.dedent(OPTIONS).format(url=app_db.url))
+    config = application_yml(tmp_path, app_db.url, eventlog=app_db.eventlog)
+    assert CliRunner().invoke(main, ["migrate", "--config", str(config)]).exit_code == 0
+    engine = sa.create_engine(app_db.url, poolclass=sa.NullPool)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE marks (task VARCHAR(40))"))
+
+    def marks() -> int:
+        with engine.connect() as connection:
+            return connection.execute(sa.text("SELECT count(*) FROM marks")).scalar_one()
+
+    command = [sys.executable, "-m", "ekbatan.integrations.cli", "worker", "--config", str(config)]
+    worker = subprocess.Popen(
+        [*command, "--options", "worker_options:options", "--json"],  # no --packages: the options' jobs
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = json.loads(read_line(worker, timeout=60))
+        assert started["event"] == "started" and started["jobs"] == ["mark-job"], started
+        wait_until(marks, timeout=30, message="mark-job wrote its row")
+        stop_with_sigterm(worker)
+        assert marks() == 1
+    finally:
+        kill(worker)
+        engine.dispose()
+
+
+def test_flags_win_over_the_options(tmp_path, monkeypatch):
+    (tmp_path / "migrating_options.py").write_text(
+        "from ekbatan.integrations.options import EkbatanOptions\n"
+        "OPTIONS = EkbatanOptions(packages=['shop'], migrate_on_start=True)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # --wait-for-database over the options' migrate_on_start: the refusal of the two together
+    result = CliRunner().invoke(
+        main, ["worker", "--options", "migrating_options:OPTIONS", "--wait-for-database"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "migrations need the database" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("worker_options", "--options 'worker_options': write MODULE:NAME naming an EkbatanOptions"),
+        (
+            "no_such_module_here:OPTIONS",
+            "--options no_such_module_here:OPTIONS: cannot load it: No module named",
+        ),
+        ("os:no_such_name", "--options os:no_such_name: cannot load it: module 'os' has no attribute"),
+        ("os:sep", f"--options os:sep is {os.sep!r}; write MODULE:NAME naming an EkbatanOptions"),
+        ("os:getpid", "--options os:getpid returned "),
+    ],
+)
+def test_a_bad_options_value_is_named_with_what_to_write(value, says):
+    result = CliRunner().invoke(main, ["worker", "--options", value, "--packages", "shop"])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert says in message, message
+    assert "a function of no argument returning one, e.g. shop.worker:OPTIONS" in message, message

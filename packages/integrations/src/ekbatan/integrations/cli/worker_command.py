@@ -5,6 +5,12 @@ exactly as the framework integrations do, starts it, and runs until SIGTERM or S
 stops the job registry (running executions drain for up to ``shutdown-max-wait``, picked rows
 are released) and closes the pools, and exits 0.
 
+What to build is an :class:`~ekbatan.integrations.options.EkbatanOptions`: ``--options
+MODULE:NAME`` names one (or a function of no argument returning one) for what has no flag —
+``clock``, ``codec``, ``extra_jobs``, ``extra_handlers``, ``extra_tasks``,
+``customize_scheduler`` — and ``--config``, ``--packages``, ``--container``, ``--migrate`` and
+``--wait-for-database``, when given, win over its fields.
+
 By default it exits 1 at once, naming the jobs pool, when the jobs database cannot be reached;
 ``--wait-for-database`` starts it degraded instead: it keeps retrying in the background and the
 jobs begin when the database answers (for a worker started before its database, e.g. by a
@@ -25,9 +31,11 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
+from ekbatan.core import EkbatanSettings
 from ekbatan.distributed_jobs import JobsDatabaseUnavailableError
-from ekbatan.integrations.cli.app import Invocation, ekbatan_command
-from ekbatan.integrations.cli.targets import CliError, Target, first_line
+from ekbatan.integrations.cli.app import EXIT_USAGE, Invocation, ekbatan_command
+from ekbatan.integrations.cli.targets import CliError, Target, config_target, first_line
+from ekbatan.integrations.options import EkbatanOptions
 from ekbatan.integrations.runtime import build_runtime
 
 __all__ = ["worker_command"]
@@ -35,27 +43,70 @@ __all__ = ["worker_command"]
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+OPTIONS_FIX = (
+    "write MODULE:NAME naming an EkbatanOptions, or a function of no argument returning one, "
+    "e.g. shop.worker:OPTIONS"
+)
+
+
+def _load_attribute(option: str, spec: str, example: str) -> Any:
+    """``module:name`` → what ``name`` is in that module, imported from the working directory."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(f"{spec!r}: write MODULE:NAME, e.g. {example}", param_hint=option)
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise CliError(f"{option} {spec}: cannot load it: {error}") from None
+
+
 def load_container(spec: str | None) -> Any:
     """``module:name`` → the dependency-injector container there (a class is instantiated)."""
     if not spec:
         return None
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise click.BadParameter(f"{spec!r}: write MODULE:NAME, e.g. myapp.containers:AppContainer")
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise CliError(f"--container {spec}: cannot load it: {error}") from None
+    found = _load_attribute("--container", spec, "myapp.containers:AppContainer")
     return found() if isinstance(found, type) else found
+
+
+def load_options(spec: str | None) -> EkbatanOptions:
+    """``module:name`` → the :class:`EkbatanOptions` there, or what the function there returns.
+
+    A value that is not one is a usage error (exit 2) naming it and what to write instead."""
+    if not spec:
+        return EkbatanOptions()
+    try:
+        found = _load_attribute("--options", spec, "shop.worker:OPTIONS")
+    except click.BadParameter as error:
+        raise CliError(f"--options {spec!r}: {OPTIONS_FIX}", exit_code=EXIT_USAGE) from error
+    except CliError as error:
+        raise CliError(f"{error}; {OPTIONS_FIX}", exit_code=EXIT_USAGE) from None
+    if isinstance(found, EkbatanOptions):
+        return found
+    if not callable(found):
+        raise CliError(f"--options {spec} is {found!r}; {OPTIONS_FIX}", exit_code=EXIT_USAGE)
+    try:
+        made = found()
+    except Exception as error:
+        raise CliError(f"--options {spec}: calling it failed: {first_line(error)}") from error
+    if not isinstance(made, EkbatanOptions):
+        raise CliError(f"--options {spec} returned {made!r}; {OPTIONS_FIX}", exit_code=EXIT_USAGE)
+    return made
 
 
 @ekbatan_command(name="worker", url=False)
 @click.option(
     "--packages",
-    required=True,
     metavar="A.B,C.D",
     help="Comma-separated packages to scan for @distributed_job, @event_handler and @action "
-    "(the current directory is on the import path).",
+    "(the current directory is on the import path). Required unless --options gives packages.",
+)
+@click.option(
+    "--options",
+    "options_spec",
+    metavar="MODULE:NAME",
+    help="An EkbatanOptions (or a function of no argument returning one) for what has no flag: "
+    "clock, codec, extra_jobs, extra_handlers, extra_tasks, customize_scheduler. Flags given win "
+    "over its fields.",
 )
 @click.option(
     "--container",
@@ -77,38 +128,45 @@ def load_container(spec: str | None) -> Any:
 )
 def worker_command(
     invocation: Invocation,
-    packages: str,
+    packages: str | None,
+    options_spec: str | None,
     container: str | None,
     migrate: bool,
     wait_for_database: bool,
     log_level: str,
 ) -> None:
     """Run the application's jobs and event handlers until SIGTERM or SIGINT."""
-    names = [name.strip() for name in packages.split(",") if name.strip()]
-    if not names:
-        raise click.BadParameter("name at least one package", param_hint="--packages")
-    if migrate and wait_for_database:
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a user's packages are usually where the command runs
+    given = load_options(options_spec)
+    # A flag left out keeps what --options says (None is "not given" to EkbatanOptions.of).
+    opts = EkbatanOptions.of(
+        given,
+        packages=packages,
+        container=load_container(container),
+        migrate_on_start=True if migrate else None,
+        require_database=False if wait_for_database else None,
+    )
+    if not opts.packages and not (opts.extra_jobs or opts.extra_handlers or opts.extra_tasks):
+        raise click.BadParameter(
+            "name at least one package (or give jobs with --options)", param_hint="--packages"
+        )
+    if opts.migrate_on_start and not opts.require_database:
         raise click.BadParameter(
             "migrations need the database at start-up: run 'ekbatan migrate' first, then the worker "
             "with --wait-for-database, or drop --wait-for-database",
             param_hint="--migrate/--wait-for-database",
         )
-    target = invocation.target()
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # a user's packages are usually where the command runs
-    runtime = build_runtime(
-        target.settings,
-        names,
-        container=load_container(container),
-        migrate_on_start=migrate,
-        require_database=not wait_for_database,
-    )
+    target = _target(invocation, given)
+    runtime = build_runtime(options=opts.replace(config=target.settings))
     invocation.resources.callback(runtime.stop)
     if runtime.job_registry is None:
+        names = ", ".join(p if isinstance(p, str) else p.__name__ for p in opts.packages)
         raise CliError(
-            f"nothing to run: no @distributed_job or @event_handler found in {', '.join(names)}; "
+            f"nothing to run: no @distributed_job or @event_handler found in {names or 'no package'}; "
             f"check --packages"
         )
+    migrate, wait_for_database = opts.migrate_on_start, not opts.require_database
     handlers = list(dict.fromkeys(runtime.event_handler_registry.handler_names()))
     _check_databases(invocation, target, handlers=bool(handlers), migrate=migrate, wait=wait_for_database)
     # Logging starts only now, so that a worker refused before it starts prints one line.
@@ -168,6 +226,16 @@ def worker_command(
         {"event": "stopped", "signal": received[0].name, "abandoned": abandoned},
         f"ekbatan worker {os.getpid()}: {received[0].name} received; {outcome}",
     )
+
+
+def _target(invocation: Invocation, given: EkbatanOptions) -> Target:
+    """The databases of ``--config`` (or ``$EKBATAN_CONFIG``), else of the options' ``config``."""
+    if invocation.config is None:
+        if isinstance(given.config, EkbatanSettings):
+            return config_target(given.config, "the settings of --options")
+        if given.config is not None:
+            invocation.config = os.fspath(given.config)
+    return invocation.target()
 
 
 def _handlers_text(handlers: list[str], handling: bool) -> str:
