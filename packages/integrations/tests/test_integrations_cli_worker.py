@@ -125,7 +125,7 @@ def test_a_worker_with_nothing_to_run_says_so(tmp_path):
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: nothing to run: no @distributed_job or @event_handler found in empty_pkg; check --packages"
+        "error: nothing to run: no @distributed_job, @event_handler or task found in empty_pkg; check --packages"
     )
 
 

@@ -145,7 +145,10 @@ class Ekbatan:
         if (
             discovered.jobs
             or discovered.handlers
-            or any((opts.extra_jobs, opts.extra_handlers, opts.extra_tasks))
+            or discovered.tasks
+            or opts.extra_jobs
+            or opts.extra_handlers
+            or opts.extra_tasks
         ):
             resolve_jobs_config(settings.sharding, strict=True)
         state = _AppState(

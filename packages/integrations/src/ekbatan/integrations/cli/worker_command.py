@@ -163,7 +163,7 @@ def worker_command(
     if runtime.job_registry is None:
         names = ", ".join(p if isinstance(p, str) else p.__name__ for p in opts.packages)
         raise CliError(
-            f"nothing to run: no @distributed_job or @event_handler found in {names or 'no package'}; "
+            f"nothing to run: no @distributed_job, @event_handler or task found in {names or 'no package'}; "
             f"check --packages"
         )
     migrate, wait_for_database = opts.migrate_on_start, not opts.require_database
