@@ -186,6 +186,8 @@ def worker_command(
         except JobsDatabaseUnavailableError as error:
             raise CliError(_command_line_fix(first_line(error))) from error
         jobs = [job.name() for job in runtime.jobs]
+        tasks = [task.name for task in runtime.tasks]
+        named_tasks = f" ({', '.join(tasks)})" if tasks else ""
         handling = runtime.settings.local_event_handler.handling.enabled
         pool = target.jobs
         # a degraded start leaves the jobs' rows to write once the database answers
@@ -196,12 +198,14 @@ def worker_command(
                 "event": "started",
                 "pid": os.getpid(),
                 "jobs": jobs,
+                "tasks": tasks,
                 "handlers": handlers,
                 "handling_enabled": handling,
                 "jobs_pool": pool.url,
                 "waiting_for_database": waiting,
             },
             f"ekbatan worker {os.getpid()}: {len(jobs)} job(s) ({', '.join(jobs)}), "
+            f"{len(tasks)} task(s){named_tasks}, "
             f"{_handlers_text(handlers, handling)}, jobs pool {pool.url}"
             f"{' (waiting for its database)' if waiting else ''}; stop it with SIGTERM or Ctrl-C",
         )
