@@ -17,6 +17,5 @@ class WalletContainer(EkbatanContainer):
     config_path = providers.Object(os.environ.get("DI_WALLET_CONFIG", str(CONFIG)))
     packages = providers.Object(["di_wallet"])
 
-    # DepositCounter's ``tally`` parameter is resolved by this provider's name; ``.provider``
-    # hands it the registry's provider, to call once the runtime is built
-    tally = providers.Singleton(DepositTally, EkbatanContainer.database_registry.provider)
+    # DepositCounter's ``tally`` parameter is resolved by this provider's name
+    tally = providers.Singleton(DepositTally, EkbatanContainer.database_registry)

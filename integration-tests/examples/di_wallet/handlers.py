@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
 from decimal import Decimal
 
 import sqlalchemy as sa
@@ -15,17 +14,14 @@ from ekbatan.local_event_handler import EventEnvelope, EventHandler, event_handl
 
 
 class DepositTally:
-    """The application's own service; ``WalletContainer.tally`` provides it.
+    """The application's own service; ``WalletContainer.tally`` provides it."""
 
-    It takes the registry's provider, not the registry: the handler that needs this service is
-    built while Ekbatan's runtime is, before the registry can be handed out."""
-
-    def __init__(self, database_registry: Callable[[], DatabaseRegistry]) -> None:
+    def __init__(self, database_registry: DatabaseRegistry) -> None:
         self.database_registry = database_registry
 
     def count(self, event_id: uuid.UUID, wallet_id: str, amount: Decimal) -> None:
         try:
-            with self.database_registry().transaction() as connection:
+            with self.database_registry.transaction() as connection:
                 connection.execute(
                     sa.insert(DepositTallied).values(
                         event_id=event_id, wallet_id=wallet_id, amount=amount, pid=os.getpid()

@@ -8,14 +8,22 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 from dependency_injector import containers, providers
-from integrations_sample.domain import Base, Deposit, DepositParams
+from integrations_sample.domain import Base, Deposit, DepositParams, Wallet
 from integrations_sample.handlers import DepositLedger
-from integrations_support import application_yml
+from integrations_sample.jobs import TOP_UP_WALLET
+from integrations_support import application_yml, sqlite_with_wallets
 
-from ekbatan.core import ActionExecutor, DatabaseRegistry, JobsPoolNotConfiguredError, settings_from_document
+from ekbatan.core import (
+    ActionExecutor,
+    DatabaseRegistry,
+    JobsPoolNotConfiguredError,
+    migrate,
+    settings_from_document,
+)
 from ekbatan.distributed_jobs import JobRegistry
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.di import EkbatanContainer
+from ekbatan.integrations.runtime import load
 from ekbatan.local_event_handler import EventFanoutJob, EventHandlingJob
 from testsupport import wait_until
 
@@ -105,7 +113,7 @@ def test_camel_and_kebab_settings_bind_the_same(tmp_path):
     container.shutdown_resources()
 
 
-@pytest.mark.parametrize("part", ["jobs_pool", "database_registry", "settings", "jobs"])
+@pytest.mark.parametrize("part", ["jobs_pool", "jobs"])
 def test_replacing_a_part_is_refused_naming_what_to_change_instead(tmp_path, part):
     # The parts are read from the runtime, which builds its own: a replaced pool would have sat
     # beside the one the jobs use, so the container refuses to build rather than ignore it.
@@ -115,6 +123,80 @@ def test_replacing_a_part_is_refused_naming_what_to_change_instead(tmp_path, par
     try:
         with pytest.raises(TypeError, match=rf"EkbatanContainer\.{part} was replaced.*: \w"):
             container.init_resources()
+    finally:
+        container.shutdown_resources()
+
+
+def _wallets(url: str) -> list[uuid.UUID]:
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            return list(connection.execute(sa.select(Wallet.id)).scalars())
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("how", ["override", "redefine"])
+def test_a_registry_of_the_application_is_the_one_the_jobs_use_and_stays_open(tmp_path, how):
+    # The settings' file and the registry's lead to two SQLite files: the top-up job's deposits
+    # land in the registry's, so the jobs ran with it and not with one built from the settings.
+    (ekbatans, mine) = (tmp_path / "ekbatan", tmp_path / "mine")
+    ekbatans.mkdir()
+    mine.mkdir()
+    ekbatans_url = sqlite_with_wallets(ekbatans)
+    config = application_yml(ekbatans, ekbatans_url)
+    my_url = sqlite_with_wallets(mine)
+    my_settings = load(str(application_yml(mine, my_url)))
+    migrate(my_settings)  # the eventlog tables the deposits write to
+    registry = DatabaseRegistry.from_config(my_settings)
+    try:
+        if how == "override":
+            container = configured(Container(), config, ["integrations_sample.jobs"])
+            container.database_registry.override(providers.Object(registry))
+        else:
+
+            class Owning(Container):
+                database_registry = providers.Object(registry)
+
+            container = configured(Owning(), config, ["integrations_sample.jobs"])
+        container.migrate_on_start.override(True)  # scheduled_tasks, in the settings' jobs pool
+        container.init_resources()
+        try:
+            assert container.runtime().database_registry is registry
+            assert container.database_registry() is registry
+            wait_until(lambda: TOP_UP_WALLET in _wallets(my_url), timeout=20, message="a top-up")
+            assert _wallets(ekbatans_url) == []
+        finally:
+            container.shutdown_resources()
+        assert not registry.primary().closed, "Ekbatan closed the application's registry"
+        with registry.transaction() as connection:  # and it still works
+            assert connection.execute(sa.select(sa.func.count()).select_from(Wallet)).scalar() == 1
+    finally:
+        registry.close()
+
+
+@pytest.mark.parametrize("how", ["override", "redefine"])
+def test_settings_of_the_application_are_the_ones_the_runtime_is_built_with(tmp_path, how):
+    (files, mine) = (tmp_path / "file", tmp_path / "mine")
+    files.mkdir()
+    mine.mkdir()
+    config = application_yml(files, f"sqlite:///{files / 'app.sqlite'}", extra={"namespace": "from_file"})
+    my_url = f"sqlite:///{mine / 'app.sqlite'}"
+    my_settings = load(str(application_yml(mine, my_url, extra={"namespace": "mine"})))
+    if how == "override":
+        container = configured(Container(), config, ["integrations_sample.jobs"])
+        container.settings.override(providers.Object(my_settings))
+    else:
+
+        class Configured(Container):
+            settings = providers.Object(my_settings)
+
+        container = configured(Configured(), config, ["integrations_sample.jobs"])
+    try:
+        runtime = container.runtime()
+        assert runtime.settings is my_settings
+        assert container.action_executor().namespace == "mine"
+        assert str(container.database_registry().primary().engine.url) == my_url
     finally:
         container.shutdown_resources()
 

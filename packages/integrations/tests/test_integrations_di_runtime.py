@@ -14,7 +14,7 @@ from dependency_injector import containers, providers
 from integrations_sample.handlers import DepositLedger
 from integrations_support import application_yml, sqlite_with_wallets
 
-from ekbatan.core import ConnectionProvider, JobsPoolNotConfiguredError
+from ekbatan.core import ConnectionProvider, DatabaseRegistry, JobsPoolNotConfiguredError
 from ekbatan.distributed_jobs import (
     DistributedJob,
     JobContext,
@@ -25,6 +25,7 @@ from ekbatan.distributed_jobs import (
 from ekbatan.integrations import build_runtime
 from ekbatan.integrations.di import EkbatanContainer
 from ekbatan.integrations.options import EkbatanOptions
+from ekbatan.integrations.runtime import load
 from ekbatan.local_event_handler import EventFanoutJob
 from testsupport import wait_until
 
@@ -209,7 +210,7 @@ def test_option_providers_win_over_options_and_an_override_wins_over_both(tmp_pa
     container.config_path.override(str(overriding))
     try:
         assert container.settings().namespace == "overriding"
-        assert container.runtime().options.config == str(overriding)
+        assert container.runtime().settings.namespace == "overriding"
     finally:
         container.shutdown_resources()
 
@@ -244,29 +245,93 @@ def test_a_provider_of_the_application_that_needs_a_part_is_named_and_its_provid
     config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", handling=False)
 
     class Eager(EkbatanContainer):
-        # DepositCounter needs ``ledger``, which would need the registry being built
-        ledger = providers.Singleton(lambda registry: DepositLedger(), EkbatanContainer.database_registry)
+        # DepositCounter needs ``ledger``, which would need the executor being built
+        ledger = providers.Singleton(lambda executor: DepositLedger(), EkbatanContainer.action_executor)
 
     eager = Eager(config_path=str(config), packages=["integrations_sample.handlers"])
     try:
-        with pytest.raises(RuntimeError, match=r"depends on a part of Ekbatan's runtime.*\.provider"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"depends on a part of Ekbatan's runtime.*EkbatanContainer\.action_executor\.provider",
+        ):
             eager.runtime()
     finally:
         eager.shutdown_resources()
 
     handed: list[object] = []
 
-    def ledger_with(registry_provider: object) -> DepositLedger:
-        handed.append(registry_provider)
+    def ledger_with(executor_provider: object) -> DepositLedger:
+        handed.append(executor_provider)
         return DepositLedger()
 
     class Lazy(EkbatanContainer):
-        ledger = providers.Singleton(ledger_with, EkbatanContainer.database_registry.provider)
+        ledger = providers.Singleton(ledger_with, EkbatanContainer.action_executor.provider)
 
     lazy = Lazy(config_path=str(config), packages=["integrations_sample.handlers"])
     try:
         runtime = lazy.runtime()
-        (registry_provider,) = handed
-        assert registry_provider() is runtime.database_registry
+        (executor_provider,) = handed
+        assert executor_provider() is runtime.action_executor
     finally:
         lazy.shutdown_resources()
+
+
+class RegistryLedger(DepositLedger):
+    """The application's service built on Ekbatan's registry."""
+
+    def __init__(self, registry: DatabaseRegistry) -> None:
+        super().__init__()
+        self.registry = registry
+
+
+@pytest.mark.parametrize("part", ["database_registry", "settings"])
+def test_a_provider_of_the_application_may_depend_on_the_registry_or_the_settings(tmp_path, part):
+    # They are the container's own resources, built before the runtime: a discovered handler
+    # needing such a provider gets the very object the runtime was built with
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}", handling=False)
+
+    class OnRegistry(EkbatanContainer):
+        ledger = providers.Singleton(RegistryLedger, getattr(EkbatanContainer, part))
+
+    container = OnRegistry(config_path=str(config), packages=["integrations_sample.handlers"])
+    try:
+        (handler,) = container.event_handlers()
+        assert isinstance(handler.ledger, RegistryLedger)
+        assert handler.ledger is container.ledger()
+        assert handler.ledger.registry is getattr(container.runtime(), part)
+        assert handler.ledger.registry is getattr(container, part)()
+    finally:
+        container.shutdown_resources()
+
+
+@pytest.mark.parametrize("how", ["override", "option"])
+def test_a_failed_start_leaves_a_registry_of_the_application_open(tmp_path, opened_pools, how):
+    # Ekbatan closes the pools it opened at once when the start fails, but not a registry the
+    # application built and passed in: that one is the application's to close.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    registry = DatabaseRegistry.from_config(
+        load(str(application_yml(mine, f"sqlite:///{mine / 'a.sqlite'}")))
+    )
+    registry.primary()
+    theirs = len(opened_pools)
+    config = str(application_yml(tmp_path, UNREACHABLE_URL))
+    if how == "override":
+        container = EkbatanContainer(config_path=config, packages=["integrations_sample.jobs"])
+        container.database_registry.override(providers.Object(registry))
+    else:
+        options = EkbatanOptions(
+            config=config, packages=("integrations_sample.jobs",), database_registry=registry
+        )
+        container = EkbatanContainer(options=options)
+    try:
+        with pytest.raises(JobsDatabaseUnavailableError):
+            container.init_resources()
+        ours = opened_pools[theirs:]  # the jobs pool
+        assert ours and all(pool.closed for pool in ours)
+        assert not registry.primary().closed, "Ekbatan closed the application's registry"
+        container.shutdown_resources()
+        assert not registry.primary().closed, "Ekbatan closed the application's registry"
+    finally:
+        container.shutdown_resources()
+        registry.close()

@@ -36,9 +36,10 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
         "ekbatan.integrations.di needs dependency-injector: pip install 'ekbatan-integrations[di]'"
     ) from error
 
+from ekbatan.core import DatabaseRegistry, EkbatanSettings
 from ekbatan.integrations.construction import offers_of_container
 from ekbatan.integrations.options import EkbatanOptions
-from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
+from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime, load
 
 #: the provider that sets each option, by the ``EkbatanOptions`` field it sets
 _OPTION_PROVIDERS = {
@@ -60,11 +61,6 @@ _OPTION_PROVIDERS = {
 #: refuses it rather than let both exist. ``scheduler_client`` is absent: nothing Ekbatan runs
 #: uses it, so a test may replace it freely.
 _REPLACE_INSTEAD = {
-    "settings": "set config_path (a path, or EkbatanSettings already loaded) or options.config",
-    "database_registry": (
-        "the pools come from the settings' ekbatan.sharding section: change them there, or pass "
-        "EkbatanSettings of your own through config_path"
-    ),
     "jobs_pool": (
         "the jobs pool is the default shard's jobs-config in the settings: change it there, or "
         "pass EkbatanSettings of your own through config_path"
@@ -104,8 +100,26 @@ class _Offered:
 def _options(container: Any) -> EkbatanOptions:
     """``options`` with every option provider that is set applied over it (None leaves it)."""
     given = {field: getattr(container, name)() for field, name in _OPTION_PROVIDERS.items()}
-    options = EkbatanOptions.of(container.options(), **given)
-    return options.replace(container=_Offered(options.container, container))
+    return EkbatanOptions.of(container.options(), **given)
+
+
+def _settings(container: Any) -> Iterator[EkbatanSettings]:
+    # a resource, not a singleton: shutdown_resources() forgets it, and a config_path overridden
+    # before the next init_resources() is read again
+    yield load(_options(container).config_or_default)
+
+
+def _database_registry(container: Any, settings: EkbatanSettings) -> Iterator[DatabaseRegistry]:
+    """The container's own registry, handed to the runtime: the application's providers may
+    depend on it while the runtime's discovered classes are being built (they are offered
+    those providers), and it closes after the runtime has stopped."""
+    given = _options(container).database_registry
+    registry = DatabaseRegistry.from_config(settings) if given is None else given
+    try:
+        yield registry
+    finally:
+        if given is None:  # one the application passed in is the application's to close
+            registry.close()
 
 
 def _refuse_replaced_parts(container: Any) -> None:
@@ -119,20 +133,36 @@ def _refuse_replaced_parts(container: Any) -> None:
             )
 
 
-def _built(container: Any) -> Iterator[EkbatanRuntime]:
-    """The runtime, built (nothing connects yet) and stopped when the resource shuts down."""
+def _built(
+    container: Any, settings: EkbatanSettings, database_registry: DatabaseRegistry
+) -> Iterator[EkbatanRuntime]:
+    """The runtime, built (nothing connects yet) and stopped when the resource shuts down.
+
+    ``settings`` and ``database_registry`` are the container's resources: a direct dependency,
+    so dependency-injector shuts the runtime down (its jobs drained) before closing the pools."""
     _refuse_replaced_parts(container)
     building: set[int] = _building.__dict__.setdefault("containers", set())
     if id(container) in building:
         raise RuntimeError(
             "a provider that a discovered class needs depends on a part of Ekbatan's runtime "
-            "(settings, database_registry, action_executor, …), which exists only once the "
-            "classes are built: let the class ask for the part itself, or give your provider "
-            "the part's provider (EkbatanContainer.database_registry.provider) to call later"
+            "(action_executor, jobs, job_registry, …), which exists only once the classes are "
+            "built: let the class ask for the part itself, or give your provider the part's "
+            "provider (EkbatanContainer.action_executor.provider) to call later; settings and "
+            "database_registry may be depended on"
         )
     building.add(id(container))
     try:
-        runtime = build_runtime(options=_options(container))
+        options = _options(container)
+        runtime = build_runtime(
+            options=options.replace(
+                config=settings,
+                database_registry=database_registry,
+                container=_Offered(options.container, container),
+            )
+        )
+    except BaseException:
+        _close_own_registry(container)
+        raise
     finally:
         building.discard(id(container))
     try:
@@ -141,10 +171,26 @@ def _built(container: Any) -> Iterator[EkbatanRuntime]:
         runtime.stop()
 
 
-def _started(runtime: EkbatanRuntime) -> Iterator[EkbatanRuntime]:
-    """The runtime started: migrations if asked, then the job registry; a failed start stops it."""
-    with runtime:
+def _close_own_registry(container: Any) -> None:
+    """After a failed build or start, close the pools at once, as ``build_runtime``'s runtime
+    does, rather than at ``shutdown_resources()``: the registry resource's own shutdown, which
+    leaves open a registry the application passed in (an override, or the option)."""
+    container.database_registry.shutdown()
+
+
+def _started(container: Any, runtime: EkbatanRuntime) -> Iterator[EkbatanRuntime]:
+    """The runtime started: migrations if asked, then the job registry; a failed start stops it
+    and closes the container's own pools at once."""
+    try:
+        runtime.start()
+    except BaseException:
+        runtime.stop()
+        _close_own_registry(container)
+        raise
+    try:
         yield runtime
+    finally:
+        runtime.stop()
 
 
 def _part(runtime: EkbatanRuntime, name: str) -> Any:
@@ -158,22 +204,52 @@ def _part(runtime: EkbatanRuntime, name: str) -> Any:
 
 # dependency-injector's stubs do not declare the metaclass its containers.pyx defines
 class _SharedSelf(containers.DeclarativeContainerMetaClass):  # type: ignore[name-defined,misc]
-    """Gives a subclass the ``__self__`` provider of its base.
+    """Gives a subclass the ``__self__`` provider of its base, and re-links what it redefines.
 
     The ``runtime`` resource receives the container itself, to read the option providers and
     offer the application's providers by name. dependency-injector gives every container class a
     new ``Self`` provider, and ``runtime``, inherited, would keep the base's: it would see the
-    base container, without what the application's subclass adds or redefines. Sharing one
-    ``Self`` through the hierarchy makes it see the container actually instantiated.
+    base container, without what the application's subclass adds. Sharing one ``Self`` through
+    the hierarchy makes it see the container actually instantiated.
+
+    For the same reason, a provider redefined in a subclass (``settings = providers.Object(...)``,
+    ``database_registry = providers.Resource(...)``) would be ignored by the inherited providers
+    that use it (``runtime`` takes both). The inherited providers, and the subclass's own that
+    name a base's (``EkbatanContainer.database_registry``), are copied so that they use the
+    redefinition and share one instance of everything else.
     """
 
     def __new__(mcs, name: str, bases: tuple[type, ...], attributes: dict[str, Any]) -> Any:
-        if not any(isinstance(value, providers.Self) for value in attributes.values()):
+        shared_self = next((v for v in attributes.values() if isinstance(v, providers.Self)), None)
+        if shared_self is None:
             for base in bases:
                 inherited = getattr(base, "__self__", None)
                 if isinstance(inherited, providers.Self):
-                    attributes["__self__"] = inherited
+                    attributes["__self__"] = shared_self = inherited
                     break
+        inherited_providers: dict[str, Any] = {}
+        for base in bases:
+            base_providers = getattr(base, "providers", None)
+            if isinstance(base_providers, Mapping):
+                inherited_providers.update(base_providers)
+        redefined = {
+            key
+            for key, value in attributes.items()
+            if key in inherited_providers and isinstance(value, providers.Provider)
+        }
+        if redefined:
+            memo: dict[int, Any] = {id(inherited_providers[key]): attributes[key] for key in redefined}
+            if shared_self is not None:
+                memo[id(shared_self)] = shared_self
+            relinked = {key: p for key, p in inherited_providers.items() if key not in redefined}
+            relinked.update(
+                (key, value)
+                for key, value in attributes.items()
+                if isinstance(value, providers.Provider)
+                and not isinstance(value, providers.Self)
+                and key not in redefined
+            )
+            attributes.update(providers.deepcopy(relinked, memo))
         return super().__new__(mcs, name, bases, attributes)
 
 
@@ -201,12 +277,13 @@ class EkbatanContainer(containers.DeclarativeContainer, metaclass=_SharedSelf):
     extra_tasks: providers.Object[Any] = providers.Object(None)
     customize_scheduler: providers.Object[Any] = providers.Object(None)
 
-    runtime = providers.Resource(_built, __self__)
-    started = providers.Resource(_started, runtime)
+    #: loaded from the config; the application's providers may depend on these two
+    settings = providers.Resource(_settings, __self__)
+    database_registry = providers.Resource(_database_registry, __self__, settings)
+    runtime = providers.Resource(_built, __self__, settings, database_registry)
+    started = providers.Resource(_started, __self__, runtime)
 
-    settings = providers.Callable(_part, runtime, "settings")
     discovered = providers.Callable(_part, runtime, "discovered")
-    database_registry = providers.Callable(_part, runtime, "database_registry")
     action_executor = providers.Callable(_part, runtime, "action_executor")
     event_handlers = providers.Callable(_part, runtime, "event_handlers")
     event_handler_registry = providers.Callable(_part, runtime, "event_handler_registry")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TypedDict
 
-from ekbatan.core import EkbatanSettings
+from ekbatan.core import DatabaseRegistry, EkbatanSettings
 from ekbatan.core.outbox import Clock, EventCodec
 from ekbatan.distributed_jobs import DistributedJob
 from ekbatan.distributed_jobs.scheduler import SchedulerBuilder, Task
@@ -54,7 +54,10 @@ class EkbatanOptions:
     * ``require_database`` — False starts degraded while the jobs database is down;
     * ``extra_jobs``, ``extra_handlers``, ``extra_tasks`` — objects to register beside the
       discovered ones (jobs, event handlers, engine tasks);
-    * ``customize_scheduler`` — adjusts the engine's builder last (threads, polling, …).
+    * ``customize_scheduler`` — adjusts the engine's builder last (threads, polling, …);
+    * ``database_registry`` — a ``DatabaseRegistry`` the application built (and closes) to use
+      instead of one built from ``ekbatan.sharding``: its own services and Ekbatan's then share
+      one set of pools. Its settings should be the ones ``config`` names.
     """
 
     config: str | os.PathLike[str] | EkbatanSettings | None = None
@@ -68,6 +71,7 @@ class EkbatanOptions:
     extra_handlers: tuple[EventHandler[Any], ...] = ()
     extra_tasks: tuple[Task[Any], ...] = ()
     customize_scheduler: Callable[[SchedulerBuilder], Any] | None = field(default=None, repr=False)
+    database_registry: DatabaseRegistry | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # Lists are accepted where tuples are declared: kept as tuples, so options stay hashable
@@ -83,6 +87,11 @@ class EkbatanOptions:
         for name in ("migrate_on_start", "require_database"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"EkbatanOptions.{name} is True or False, got {getattr(self, name)!r}")
+        if self.database_registry is not None and not isinstance(self.database_registry, DatabaseRegistry):
+            raise TypeError(
+                "EkbatanOptions.database_registry takes a DatabaseRegistry "
+                f"(DatabaseRegistry.from_config(settings)), got {self.database_registry!r}"
+            )
         if self.customize_scheduler is not None and not callable(self.customize_scheduler):
             raise TypeError(
                 "EkbatanOptions.customize_scheduler takes a function of the scheduler builder, "
@@ -143,6 +152,7 @@ class OptionFields(TypedDict, total=False):
     extra_handlers: Iterable[EventHandler[Any]]
     extra_tasks: Iterable[Task[Any]]
     customize_scheduler: Callable[[SchedulerBuilder], Any] | None
+    database_registry: DatabaseRegistry | None
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(EkbatanOptions))

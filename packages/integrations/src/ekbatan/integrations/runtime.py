@@ -124,7 +124,9 @@ class EkbatanRuntime:
                 if self.jobs_pool is not None:
                     self.jobs_pool.close()
             finally:
-                self.database_registry.close()
+                # a registry the application passed in is the application's to close
+                if self.options.database_registry is None:
+                    self.database_registry.close()
 
     def __enter__(self) -> EkbatanRuntime:
         try:
@@ -250,7 +252,8 @@ def build_runtime(
     discovered = scan(opts.packages)
     clock = UtcClock() if opts.clock is None else opts.clock
     codec = default_codec if opts.codec is None else opts.codec
-    registry = DatabaseRegistry.from_config(settings)
+    given_registry = opts.database_registry
+    registry = DatabaseRegistry.from_config(settings) if given_registry is None else given_registry
     jobs_pool = None
     try:
         executor = ActionExecutor(registry, namespace=settings.namespace, clock=clock, codec=codec)
@@ -277,7 +280,8 @@ def build_runtime(
     except BaseException:
         if jobs_pool is not None:
             jobs_pool.close()
-        registry.close()
+        if given_registry is None:
+            registry.close()
         raise
     log.info(
         "ekbatan built: %d action(s), %d handler(s), %d job(s), %d task(s)%s",
