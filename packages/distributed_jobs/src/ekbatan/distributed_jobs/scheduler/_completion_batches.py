@@ -9,6 +9,11 @@ outcome (``ops.remove()`` in a custom completion handler) waits for its own row.
 Every row stays guarded by the version it was claimed at: a batch deletes exactly the
 ``(task_name, task_instance, version)`` triples it was given, and each submitter learns whether
 *its* row was deleted, so a stale instance still gets its ExecutionError.
+
+Until its delete commits, a finished execution's row is still picked: :meth:`pending` lists
+those rows, and the heartbeat thread keeps them alive, or a delete held up (a busy SQLite
+file, a slow commit) longer than the dead window would see the row revived and run again
+elsewhere although it had finished here.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class CompletionBatcher:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._busy = False
+        self._writing: list[Execution] = []  # the batch being written
 
     def start(self) -> None:
         with self._cond:
@@ -84,12 +90,20 @@ class CompletionBatcher:
                 batch = self._queue[: self.max_batch]
                 del self._queue[: self.max_batch]
                 self._busy = True
+                self._writing = [execution for execution, _ in batch]
             try:
                 self._write(batch)
             finally:
                 with self._cond:
                     self._busy = False
+                    self._writing = []
                     self._cond.notify_all()
+
+    def pending(self) -> list[Execution]:
+        """The executions handed over whose delete has not committed yet (queued or being
+        written): their rows are still picked, and must keep heartbeating."""
+        with self._cond:
+            return [*self._writing, *(execution for execution, _ in self._queue)]
 
     def _write(self, batch: list[tuple[Execution, Outcome]]) -> None:
         try:

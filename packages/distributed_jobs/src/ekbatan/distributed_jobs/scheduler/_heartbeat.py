@@ -12,6 +12,7 @@ import logging
 
 from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
 from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler._execution import Execution
 from ekbatan.distributed_jobs.scheduler._listener import Listeners, SchedulerEventType
@@ -33,12 +34,15 @@ class HeartbeatUpdater:
         listeners: Listeners,
         claims: QueuedClaims | None = None,
         outage: OutagePolicy = DEFAULT_OUTAGE_POLICY,
+        completions: CompletionBatcher | None = None,
     ) -> None:
         self.repository = repository
         self.registry = registry
         self.clock = clock
         self.listeners = listeners
         self.claims = claims
+        #: finished executions whose delete is still to commit: their rows are still picked
+        self.completions = completions
         self.failures = FailureLog("updating heartbeats", log, policy=outage)
 
     def run_once(self) -> None:
@@ -46,6 +50,8 @@ class HeartbeatUpdater:
         running = self.registry.snapshot()
         for token, execution in queued:
             self._beat_queued(token, execution)
+        for execution in self.completions.pending() if self.completions is not None else ():
+            self._beat_finishing(execution)
         if not running:
             return
         for currently in running:
@@ -61,6 +67,15 @@ class HeartbeatUpdater:
         self.failures.succeeded()
         if not alive and self.claims is not None:  # only queued claims are beaten here
             self.claims.mark_lost(token)
+
+    def _beat_finishing(self, execution: Execution) -> None:
+        # No row updated means the delete committed meanwhile: nothing to report.
+        try:
+            self.repository.update_heartbeat(execution, self.clock.now())
+        except Exception as exc:
+            self.failures.failed(exc)
+            return
+        self.failures.succeeded()
 
     def _beat(self, currently: CurrentlyExecuting) -> None:
         execution = currently.execution

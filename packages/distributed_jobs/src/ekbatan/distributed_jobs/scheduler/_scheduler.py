@@ -145,7 +145,13 @@ class Scheduler(SchedulerClient):
         )
         self.queued_claims = QueuedClaims()
         self.heartbeats = HeartbeatUpdater(
-            repository, self.registry, self.clock, self.listeners, self.queued_claims, outage=self.outage
+            repository,
+            self.registry,
+            self.clock,
+            self.listeners,
+            self.queued_claims,
+            outage=self.outage,
+            completions=self.completion_batcher,
         )
         self.dead_executions = DeadExecutionDetector(
             repository,
