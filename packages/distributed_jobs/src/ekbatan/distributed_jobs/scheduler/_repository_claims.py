@@ -45,21 +45,14 @@ class Claims(TableAccess):
         claimed right now), not a reason to wake up again.
         """
         clause, extra = self._not_in_unresolved()
-        # ORDER BY … LIMIT 1 rather than MIN(): it walks the execution_time index and stops at
-        # the first match on every dialect (MariaDB scans the whole range for the MIN form).
-        sql = self._statement(
+        return self._earliest_unpicked(
             "next_due",
-            clause,
-            1,
-            lambda: (
-                f"SELECT execution_time FROM {self.table_name} WHERE picked = :false "
-                f"AND execution_time > :now{clause} ORDER BY execution_time ASC{self.dialect.limit(1)}"
-            ),
+            f" AND execution_time > :now{clause}",
+            {
+                "now": self.dialect.encode_time(now),
+                **extra,
+            },
         )
-        params = {"false": self.dialect.encode_bool(False), "now": self.dialect.encode_time(now), **extra}
-        with self._reading() as conn:
-            value = conn.execute(sql, params).scalar()
-        return self.dialect.decode_time(value)
 
     def earliest_claimable(self) -> datetime | None:
         """The earliest ``execution_time`` of a not-picked row of a task this process knows, due
@@ -73,17 +66,22 @@ class Claims(TableAccess):
         if not self.resolver.tasks:
             return None
         clause, extra = self._known_names()
+        return self._earliest_unpicked("earliest_claimable", clause, extra)
+
+    def _earliest_unpicked(self, kind: str, condition: str, params: dict[str, Any]) -> datetime | None:
+        # ORDER BY … LIMIT 1 rather than MIN(): it walks the execution_time index and stops at
+        # the first match on every dialect (MariaDB scans the whole range for the MIN form).
         sql = self._statement(
-            "earliest_claimable",
-            clause,
+            kind,
+            condition,
             1,
             lambda: (
-                f"SELECT execution_time FROM {self.table_name} WHERE picked = :false{clause} "
+                f"SELECT execution_time FROM {self.table_name} WHERE picked = :false{condition} "
                 f"ORDER BY execution_time ASC{self.dialect.limit(1)}"
             ),
         )
         with self._reading() as conn:
-            value = conn.execute(sql, {"false": self.dialect.encode_bool(False), **extra}).scalar()
+            value = conn.execute(sql, {"false": self.dialect.encode_bool(False), **params}).scalar()
         return self.dialect.decode_time(value)
 
     def pick(self, execution: Execution, now: datetime) -> Execution | None:
