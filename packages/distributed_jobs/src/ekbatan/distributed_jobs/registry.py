@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.job import DistributedJob, JobContext
 from ekbatan.distributed_jobs.scheduler import (
+    MIN_MISSED_HEARTBEATS,
     ExecutionComplete,
     ExecutionContext,
     ExecutionResult,
@@ -33,7 +34,6 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskInstance,
     Tasks,
 )
-from ekbatan.distributed_jobs.scheduler._builder import MIN_MISSED_HEARTBEATS
 from ekbatan.distributed_jobs.tasks import task_definition_of
 
 if TYPE_CHECKING:
