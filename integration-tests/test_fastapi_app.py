@@ -1,5 +1,6 @@
 """The FastAPI wallet deployed as a user would: migrations first, then ``uvicorn --workers 2``
-against a fresh PostgreSQL database; HTTP deposits, the handler, the recurring job, SIGTERM."""
+against a fresh PostgreSQL database; HTTP deposits, the handler, the recurring job, the
+one-time receipt task each deposit schedules, SIGTERM."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -75,11 +77,15 @@ def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
             assert client.get("/health/ekbatan").status_code == 200
             wallets = [uuid.uuid4() for _ in range(DEPOSITS)]
             serving_pids = set()
+            receipts: dict[str, uuid.UUID] = {}  # deposit id (the receipt's instance id) -> wallet
             for wallet in wallets:
                 reply = client.post(f"/wallets/{wallet}/deposits", json={"amount": "2.50"})
                 assert reply.status_code == 200, reply.text
                 assert reply.json()["balance"] in ("2.50", "2.5")
                 serving_pids.add(reply.json()["pid"])
+                assert reply.json()["receipt_scheduled"] is True, reply.text
+                receipts[reply.json()["deposit_id"]] = wallet
+        assert len(receipts) == DEPOSITS  # one instance id per deposit
 
         def handled() -> set[str]:
             with engine.connect() as connection:
@@ -95,6 +101,19 @@ def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
         def slots() -> int:
             with engine.connect() as connection:
                 return connection.exec_driver_sql("SELECT COUNT(DISTINCT slot) FROM top_up_runs").scalar_one()
+
+        def receipt_runs() -> list[sa.Row]:
+            with engine.connect() as connection:
+                return connection.exec_driver_sql(
+                    "SELECT deposit_id, wallet_id, amount, pid FROM wallet_receipts"
+                ).all()
+
+        wait_until(
+            lambda: {r.deposit_id for r in receipt_runs()} >= set(receipts),
+            timeout=20,
+            interval=0.1,
+            message="every deposit's receipt task run",
+        )
 
         wait_until(lambda: slots() >= 4, timeout=20, interval=0.1, message="a few slots of the recurring job")
 
@@ -112,6 +131,9 @@ def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
                 r[0] for r in connection.exec_driver_sql("SELECT event_id FROM handled_deposits")
             ]
             runs = connection.exec_driver_sql("SELECT slot, pid FROM top_up_runs").all()
+            receipts_left = connection.exec_driver_sql(
+                "SELECT task_instance FROM scheduled_tasks WHERE task_name = 'wallet-receipt'"
+            ).all()
             picked = connection.exec_driver_sql(
                 "SELECT task_name, task_instance FROM scheduled_tasks WHERE picked"
             ).all()
@@ -120,8 +142,24 @@ def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
         # each slot of the recurring job ran once across both workers
         repeated = {slot: n for slot, n in Counter(slot for slot, _ in runs).items() if n > 1}
         assert not repeated, f"slots run more than once: {repeated}"
-        # the workers ran the jobs, never uvicorn's parent process
+        # each deposit's receipt ran exactly once, with its data decoded as a Receipt, and each
+        # instance was deleted once it had run
+        sent = receipt_runs()
+        counts = Counter(r.deposit_id for r in sent)
+        assert set(counts) == set(receipts), (
+            f"missing {set(receipts) - set(counts)}, unknown {set(counts) - set(receipts)}"
+        )
+        repeated_receipts = {deposit: n for deposit, n in counts.items() if n > 1}
+        assert not repeated_receipts, f"receipts run more than once: {repeated_receipts}"
+        assert {(r.deposit_id, r.wallet_id, r.amount) for r in sent} == {
+            (deposit, wallet, Decimal("2.50")) for deposit, wallet in receipts.items()
+        }
+        assert receipts_left == [], f"receipt instances left after running: {receipts_left}"
+        receipt_pids = Counter(r.pid for r in sent)
+        print(f"receipts run per worker pid: {dict(receipt_pids)}")  # two workers share them, or not
+        # the workers ran the jobs and the tasks, never uvicorn's parent process
         assert server.pid not in {pid for _, pid in runs} and server.pid not in serving_pids
+        assert server.pid not in receipt_pids
         assert picked == [], f"rows left picked after SIGTERM: {picked}"
     finally:
         if server is not None and server.poll() is None:

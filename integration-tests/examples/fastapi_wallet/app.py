@@ -13,8 +13,15 @@ from pathlib import Path
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from ekbatan.integrations.fastapi import ActionExecutorDep, ekbatan_lifespan, health_router, run_action
-from fastapi_wallet.domain import Deposit, DepositParams
+from ekbatan.integrations.fastapi import (
+    ActionExecutorDep,
+    SchedulerClientDep,
+    ekbatan_lifespan,
+    health_router,
+    run_action,
+    schedule_task,
+)
+from fastapi_wallet.domain import Deposit, DepositParams, Receipt, SendReceipt
 
 CONFIG = Path(__file__).with_name("application.yml")
 
@@ -27,6 +34,18 @@ class DepositBody(BaseModel):
 
 
 @app.post("/wallets/{wallet_id}/deposits")
-async def deposit(wallet_id: uuid.UUID, body: DepositBody, executor: ActionExecutorDep) -> dict[str, object]:
+async def deposit(
+    wallet_id: uuid.UUID, body: DepositBody, executor: ActionExecutorDep, scheduler: SchedulerClientDep
+) -> dict[str, object]:
     balance = await run_action(executor, Deposit, DepositParams(wallet_id=wallet_id, amount=body.amount))
-    return {"balance": str(balance), "pid": os.getpid()}
+    # a receipt for this deposit, sent by whichever worker picks it; the deposit's id is the
+    # instance id, so that each deposit has its own receipt
+    deposit_id = str(uuid.uuid4())
+    receipt = SendReceipt.instance(deposit_id, Receipt(wallet_id=wallet_id, amount=body.amount))
+    scheduled = await schedule_task(scheduler, receipt)
+    return {
+        "balance": str(balance),
+        "deposit_id": deposit_id,
+        "receipt_scheduled": scheduled,
+        "pid": os.getpid(),
+    }

@@ -1,9 +1,11 @@
-"""The wallet's tables, its event, its action, its handler and its recurring job."""
+"""The wallet's tables, its event, its action, its handler, its recurring job and its one-time
+receipt task."""
 
 from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -13,7 +15,16 @@ from pydantic import BaseModel
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ekbatan.core import Action, DatabaseRegistry, ModelEvent, action
-from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules, distributed_job
+from ekbatan.distributed_jobs import (
+    DistributedJob,
+    JobContext,
+    Schedule,
+    Schedules,
+    TaskHandler,
+    distributed_job,
+    one_time_task,
+)
+from ekbatan.distributed_jobs.scheduler import ExecutionContext, TaskInstance
 from ekbatan.local_event_handler import EventEnvelope, EventHandler, event_handler
 
 
@@ -46,6 +57,19 @@ class TopUpRun(Base):
 
     row: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
     slot: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
+    pid: Mapped[int] = mapped_column(sa.Integer)
+
+
+class ReceiptRun(Base):
+    """One row per run of the receipt task: (instance id, data, process). Not unique on the
+    instance id, so that a receipt run twice would show as two rows."""
+
+    __tablename__ = "wallet_receipts"
+
+    row: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    deposit_id: Mapped[str] = mapped_column(sa.String(64))
+    wallet_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    amount: Mapped[Decimal] = mapped_column(sa.Numeric(12, 2))
     pid: Mapped[int] = mapped_column(sa.Integer)
 
 
@@ -107,3 +131,32 @@ class TopUpRecorder(DistributedJob):
     def execute(self, ctx: JobContext) -> None:
         with self.engine.begin() as connection:
             connection.execute(sa.insert(TopUpRun).values(slot=ctx.execution_time, pid=os.getpid()))
+
+
+@dataclass
+class Receipt:
+    """The receipt task's data: stored as JSON, decoded back into a ``Receipt`` for the task."""
+
+    wallet_id: uuid.UUID
+    amount: Decimal
+
+
+@one_time_task("wallet-receipt")
+class SendReceipt(TaskHandler[Receipt]):
+    """A one-time task scheduled by the deposit endpoint, one instance per deposit (its id is
+    the deposit's id): each instance runs once, in whichever worker picks it."""
+
+    def __init__(self, database_registry: DatabaseRegistry) -> None:  # injected, as a job's
+        self.engine = database_registry.primary().engine
+
+    def execute(self, instance: TaskInstance[Receipt], ctx: ExecutionContext) -> None:
+        receipt = instance.data  # a Receipt, decoded with the task's data type
+        with self.engine.begin() as connection:
+            connection.execute(
+                sa.insert(ReceiptRun).values(
+                    deposit_id=instance.id,
+                    wallet_id=receipt.wallet_id,
+                    amount=receipt.amount,
+                    pid=os.getpid(),
+                )
+            )

@@ -1,5 +1,6 @@
 """``python -m fastapi_wallet.migrate``: the framework's tables (eventlog, scheduled_tasks) and
-the wallet's own, before the application is started."""
+the wallet's own (wallets, handled_deposits, top_up_runs, wallet_receipts: every table of
+``fastapi_wallet.domain.Base``), before the application is started."""
 
 from __future__ import annotations
 
