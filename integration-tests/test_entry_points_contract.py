@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -17,6 +18,7 @@ from contextlib import AbstractContextManager, contextmanager
 from decimal import Decimal
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -229,6 +231,55 @@ def test_ekbatan_worker_builds_and_runs_the_same_application(shop: Path, tmp_pat
         assert stopped == {"event": "stopped", "signal": "SIGTERM", "abandoned": 0}
 
 
+@contextmanager
+def uvicorn(config: Path, packages: str, stderr: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The contract shop's FastAPI application under a real uvicorn, on a free local port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(EXAMPLES), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+        "CONTRACT_SHOP_CONFIG": str(config),
+        "CONTRACT_SHOP_PACKAGES": packages,
+    }
+    command = [sys.executable, "-m", "uvicorn", "contract_shop.web:app", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--timeout-graceful-shutdown", "10"]
+    with stderr.open("w") as errors:
+        process = subprocess.Popen(
+            command, env=env, cwd=config.parent, stdout=errors, stderr=errors, text=True
+        )
+        try:
+            yield process, f"http://127.0.0.1:{port}"
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+
+@pytest.mark.slow
+def test_fastapi_under_uvicorn_builds_and_runs_the_same_application(shop: Path, tmp_path: Path):
+    stderr = tmp_path / "uvicorn.log"
+    with uvicorn(shop, "contract_shop", stderr) as (process, base):
+
+        def serving() -> bool:
+            assert process.poll() is None, stderr.read_text()
+            return "Application startup complete." in stderr.read_text()
+
+        wait_until(serving, timeout=30, message="uvicorn to start")
+        with httpx.Client(base_url=base, timeout=10) as client:
+            assert client.get("/built").json() == BUILT
+            order = uuid.UUID(client.post("/orders").json()["order"])
+        wait_until(
+            lambda: not the_work_is_done(order), timeout=30, message=f"the work: {the_work_is_done(order)}"
+        )
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+        # uvicorn re-raises the SIGTERM it handled once it has shut down gracefully
+        assert process.returncode in (0, -signal.SIGTERM), stderr.read_text()
+        assert "Application shutdown complete." in stderr.read_text()
+
+
 # ---------------------------------------------------------------------- the same mistakes
 def without_jobs_config(shop: Path) -> Path:
     database = shop.parent / "shop.sqlite"
@@ -274,4 +325,18 @@ def test_ekbatan_worker_refuses_the_same_mistake_with_the_same_words(
         process.communicate(timeout=60)
     message = stderr.read_text()
     assert process.returncode == 1, message
+    assert all(word in message for word in named), message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_fastapi_under_uvicorn_refuses_the_same_mistake_with_the_same_words(
+    mistake: str, shop: Path, tmp_path: Path
+):
+    config_for, packages, named = MISTAKES[mistake]
+    stderr = tmp_path / "uvicorn.log"
+    with uvicorn(config_for(shop), packages, stderr) as (process, _):
+        process.wait(60)
+    message = stderr.read_text()
+    assert process.returncode != 0, message  # uvicorn's own code for a failed lifespan
     assert all(word in message for word in named), message
