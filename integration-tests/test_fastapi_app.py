@@ -13,6 +13,7 @@ import uuid
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -102,11 +103,13 @@ def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
             with engine.connect() as connection:
                 return connection.exec_driver_sql("SELECT COUNT(DISTINCT slot) FROM top_up_runs").scalar_one()
 
-        def receipt_runs() -> list[sa.Row]:
+        def receipt_runs() -> list[Any]:  # rows of (deposit_id, wallet_id, amount, pid)
             with engine.connect() as connection:
-                return connection.exec_driver_sql(
-                    "SELECT deposit_id, wallet_id, amount, pid FROM wallet_receipts"
-                ).all()
+                return list(
+                    connection.exec_driver_sql(
+                        "SELECT deposit_id, wallet_id, amount, pid FROM wallet_receipts"
+                    )
+                )
 
         wait_until(
             lambda: {r.deposit_id for r in receipt_runs()} >= set(receipts),
