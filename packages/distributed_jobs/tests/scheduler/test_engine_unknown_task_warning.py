@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from ekbatan.distributed_jobs.scheduler import TaskInstance, Tasks
+from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance, Tasks
 
 LOGGER = "ekbatan.distributed_jobs.scheduler"
 
@@ -51,13 +51,26 @@ def test_a_misspelled_task_name_is_logged_once_with_the_closest_known_names(manu
     assert set(scheduler.task_names) == {"send-receipt", "refund"}
 
 
-def test_the_dead_execution_pass_alone_warns_too(manual, clock, caplog, dialect):
+def test_the_dead_execution_pass_alone_warns_too(manual, clock, caplog, dialect, engine):
     # under lock-and-fetch the poll never claims a row of an unknown name: this pass meets it
     caplog.set_level(logging.WARNING, logger=LOGGER)
     scheduler = manual(Tasks.one_time("send-receipt").execute(noop))
-    scheduler.schedule(TaskInstance("sendd-receipt", "1"), clock.now())
+    # written by a client that knows no task (another application's, say): it warns of nothing
+    SchedulerClient(engine).schedule(TaskInstance("sendd-receipt", "1"), clock.now())
+    assert unknown_name_lines(caplog) == []
 
     scheduler.run_dead_execution_detection()
 
     [line] = unknown_name_lines(caplog)
     assert "'sendd-receipt'" in line and "'send-receipt'" in line
+
+
+def test_a_client_that_knows_tasks_warns_when_it_schedules_an_unknown_name(engine, caplog, dialect):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    client = SchedulerClient(engine, [Tasks.one_time("send-receipt").execute(noop)])
+    assert client.schedule(TaskInstance("sendd-receipt", "1"))  # still written: a worker may know it
+    assert client.schedule(TaskInstance("sendd-receipt", "2"))
+    assert client.schedule(TaskInstance("send-receipt", "3"))
+    [line] = unknown_name_lines(caplog)
+    assert line.startswith("unknown task name 'sendd-receipt' scheduling:")
+    assert line.endswith("closest known task names: 'send-receipt'")

@@ -125,7 +125,10 @@ class SchedulerClient:
         raise TypeError(f"execution time must be an aware datetime or a timedelta from now, got {when!r}")
 
     def _new(self, instance: TaskInstance[Any], execution_time: datetime) -> NewExecution:
-        task = self._repository.resolver.resolve(instance.task_name)
+        resolver = self._repository.resolver
+        task = resolver.resolve(instance.task_name)
+        if task is None:
+            resolver.scheduling_unknown(instance.task_name)
         priority = instance.priority
         if priority is None and task is not None:
             priority = task.default_priority

@@ -57,12 +57,25 @@ class TaskResolver:
         if self._on_unresolved is not None:
             self._on_unresolved(task_name)
 
-    def _warn_unknown(self, task_name: str) -> None:
+    def scheduling_unknown(self, task_name: str) -> None:
+        """A client that knows tasks is scheduling a name none of them has: say so once, now,
+        rather than when a poller meets the row (a misspelled name is otherwise accepted
+        silently). A client that knows no task schedules anything without a word."""
+        if not self._tasks or task_name in self._tasks:
+            return
+        with self._lock:
+            first_time = task_name not in self._warned
+            self._warned.add(task_name)
+        if first_time:
+            self._warn_unknown(task_name, "scheduling")
+
+    def _warn_unknown(self, task_name: str, where: str = "in the scheduled tasks") -> None:
         closest = difflib.get_close_matches(task_name, list(self._tasks), n=3, cutoff=0.6)
         log.warning(
-            "unknown task name %r in the scheduled tasks: no task of this scheduler has that name, so its "
-            "due executions wait for an instance that knows it; closest known task names: %s",
+            "unknown task name %r %s: no task of this scheduler has that name, so its due executions "
+            "wait for an instance that knows it; closest known task names: %s",
             task_name,
+            where,
             ", ".join(repr(name) for name in closest) if closest else "none",
         )
 
