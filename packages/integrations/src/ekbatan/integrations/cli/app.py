@@ -38,6 +38,8 @@ from ekbatan.integrations.task_views import TaskPickedError
 __all__ = ["Invocation", "ekbatan_command", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: the end of the engine's missing jobs-config error that concerns only its Python API
+JOBS_POOL_API_FIX = ", or pass your own ConnectionProvider to the JobRegistry"
 
 
 def _json_error(message: str, code: int) -> NoReturn:
@@ -46,22 +48,43 @@ def _json_error(message: str, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
+def _usage_line(error: click.ClickException, fallback: str) -> str:
+    """click's error as one line: ``<message> (see 'ekbatan worker --help')`` for a usage error."""
+    message = " ".join(error.format_message().split())
+    if not isinstance(error, click.UsageError):
+        return message
+    path = error.ctx.command_path if error.ctx is not None else fallback
+    return f"{message.rstrip('.')} (see '{path} --help')"
+
+
 class _Group(click.Group):
-    """click's group, except that with ``--json`` on the command line click's own errors (a
-    usage error, an unknown option) are a JSON object too rather than click's usage text."""
+    """click's group, except that click's own errors (a usage error, an unknown option) are one
+    line too: ``error: …`` on stderr rather than click's usage text, or with ``--json`` on the
+    command line a JSON object."""
 
     def main(self, args: Any = None, *pargs: Any, **kwargs: Any) -> Any:
+        if kwargs.get("standalone_mode", True) is False:
+            return super().main(args, *pargs, **kwargs)
         argv = list(sys.argv[1:] if args is None else args)
         wants_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
-        if not wants_json or kwargs.get("standalone_mode", True) is False:
-            return super().main(args, *pargs, **kwargs)
         kwargs["standalone_mode"] = False
         try:
             returned = super().main(args, *pargs, **kwargs)
-        except click.ClickException as error:
+        except click.exceptions.NoArgsIsHelpError as error:
+            if not wants_json:
+                error.show()  # the help itself, as click prints it: no line could replace it
+                raise SystemExit(error.exit_code) from None
             _json_error(" ".join(error.format_message().split()), error.exit_code)
+        except click.ClickException as error:
+            if wants_json:
+                _json_error(" ".join(error.format_message().split()), error.exit_code)
+            click.echo(f"error: {_usage_line(error, kwargs.get('prog_name') or 'ekbatan')}", err=True)
+            raise SystemExit(error.exit_code) from None
         except click.Abort:
-            _json_error("aborted", EXIT_FAILED)
+            if wants_json:
+                _json_error("aborted", EXIT_FAILED)
+            click.echo("error: aborted", err=True)
+            raise SystemExit(EXIT_FAILED) from None
         # what standalone mode does: a command's return value is not an exit code, Exit's is
         raise SystemExit(returned if isinstance(returned, int) else EXIT_OK)
 
@@ -117,6 +140,9 @@ def describe(error: BaseException) -> str:
             f"refused: {error}. Wait for it to finish, or pass --force (its running execution then "
             f"cannot record its result)"
         )
+    if isinstance(error, JobsPoolNotConfiguredError):
+        # the engine's advice for its Python API; on the command line the configuration is the fix
+        return first_line(error).replace(JOBS_POOL_API_FIX, "")
     if isinstance(error, ExecutionError):
         return f"{first_line(error)}; look at it again with ekbatan tasks show and retry"
     if isinstance(
@@ -124,7 +150,6 @@ def describe(error: BaseException) -> str:
         (
             CliError,
             MigrationError,
-            JobsPoolNotConfiguredError,
             DiscoveryError,
             ConstructionError,
             TaskInstanceNotFoundError,
@@ -180,11 +205,17 @@ def ekbatan_command(
             with invocation.resources, _resetting(width):
                 try:
                     fn(invocation, **options)
+                except click.UsageError as error:
+                    # raised by the command: the context names the command for "see … --help"
+                    error.ctx = error.ctx or click.get_current_context(silent=True)
+                    raise
                 except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
                     raise
                 except Exception as error:
                     if isinstance(error, CliError) and error.exit_code == EXIT_USAGE:
-                        raise click.UsageError(str(error)) from None
+                        raise click.UsageError(
+                            str(error), ctx=click.get_current_context(silent=True)
+                        ) from None
                     _fail(invocation, error)
 
         decorated: Callable[..., Any] = command

@@ -121,8 +121,9 @@ def _configuration(target: Target) -> Check:
             WARN,
             "configuration",
             target.source,
-            f"{shape}; the default shard has no jobs-config, so jobs would poll on its primary-config "
-            f"(and build_runtime refuses @distributed_job classes): add a small jobs-config",
+            f"{shape}; the default shard has no jobs-config: ekbatan worker (and build_runtime) will refuse "
+            f"to start when the application has jobs, tasks or handlers (doctor knows them only from "
+            f"--packages); add a small jobs-config",
         )
     return Check(PASS, "configuration", target.source, shape)
 
@@ -236,6 +237,10 @@ def _actions_check(pool: Pool, shard: Shard, connection: sa.Connection, applicat
         .group_by(events.c.action_name)
         .order_by(sa.func.count().desc(), events.c.action_name)
     ).all()
+    if not counts:
+        return Check(
+            PASS, "eventlog actions", pool.label, f"no events recorded yet in {shard.eventlog_schema}"
+        )
     foreign = [(name, int(count)) for name, count in counts if name not in application.action_names]
     if not foreign:
         return Check(

@@ -18,7 +18,8 @@ def render_table(
     The table fits ``width`` characters (default: :data:`TABLE_WIDTH`'s value, 100 unless the
     command runs with ``--wide``; 0 for no limit): the widest columns are narrowed first; a cell
     longer than its column ends with ``…``, except in the last column, whose text wraps onto
-    further lines. A column is never narrower than its header; times and numbers are never cut.
+    further lines (a word longer than the column is split across them): it is never cut. A
+    column is never narrower than its header; times and numbers are never cut.
     """
     limit = TABLE_WIDTH.get() if width is None else width
     values = [list(row) for row in rows]
@@ -35,8 +36,9 @@ def render_table(
     lines = [list(headers)]
     for row in cells:
         # the last column is the explanation (a check's detail and fix, a description): wrapped
-        # onto more lines rather than cut, so that no advice is lost
-        last = textwrap.wrap(row[-1], widths[-1], break_long_words=False, break_on_hyphens=False) or [""]
+        # onto more lines rather than cut, so that no advice is lost; a word longer than the
+        # column (a configuration key, a URL) continues on the next line
+        last = _wrap(row[-1], widths[-1])
         lines.append([*row[:-1], last[0]])
         lines += [["" for _ in row[:-1]] + [more] for more in last[1:]]
     return "\n".join(
@@ -66,6 +68,10 @@ def _fit(widths: list[int], minimums: list[int], limit: int) -> list[int]:
         widest = max(shrinkable, key=lambda i: widths[i])
         widths[widest] -= 1
     return widths
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, max(width, 1), break_long_words=True, break_on_hyphens=False) or [""]
 
 
 def _clip(text: str, width: int) -> str:

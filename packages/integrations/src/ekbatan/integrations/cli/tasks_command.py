@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -80,6 +80,11 @@ def list_command(
     invocation.emit(data, lambda: _listing(views, more, limit))
 
 
+def _has_data(view: TaskView) -> bool:
+    """Whether the row holds data: a recurring job's row holds none, or JSON ``null``."""
+    return view.raw_data is not None and decode_json(view.raw_data) != (True, None)
+
+
 def _listing(views: list[TaskView], more: bool, limit: int) -> str:
     if not views:
         return "no scheduled executions match"
@@ -104,7 +109,7 @@ def _listing(views: list[TaskView], more: bool, limit: int) -> str:
             + [
                 text
                 for line, view in zip(lines, views, strict=True)
-                for text in (line, f"  data {view.preview()}" if view.raw_data is not None else None)
+                for text in (line, f"  data {view.preview()}" if _has_data(view) else None)
                 if text is not None
             ]
         )
@@ -114,7 +119,7 @@ def _listing(views: list[TaskView], more: bool, limit: int) -> str:
              "FAILURES", "DATA"),
             [
                 (v.task_name, v.instance_id, v.execution_time, v.picked, v.picked_by, v.last_heartbeat,
-                 v.last_success, v.last_failure, v.consecutive_failures, v.preview() or None)
+                 v.last_success, v.last_failure, v.consecutive_failures, v.preview() if _has_data(v) else None)
                 for v in views
             ],
         )  # fmt: skip
@@ -258,4 +263,20 @@ def _explained(invocation: Invocation) -> Iterator[None]:
     try:
         yield
     except TaskPickedError as error:
-        raise CliError(error.explain(datetime.now(UTC), dead_window(invocation))) from error
+        now, window = datetime.now(UTC), dead_window(invocation)
+        raise CliError(error.explain(now, window) + _revival(error.view, now, window)) from error
+
+
+def _revival(view: TaskView, now: datetime, window: DeadWindow) -> str:
+    """For an event pipeline job within the dead window, what an ordinary row's refusal says
+    too: when another worker takes it over if the one holding it is gone (e.g. SIGKILLed)."""
+    if view.task_name not in PIPELINE_JOBS or view.last_heartbeat is None:
+        return ""
+    age = max(now - view.last_heartbeat, timedelta(0))
+    if age > window.length:
+        return ""  # the refusal already says that its worker looks gone
+    revive = (window.length - age).total_seconds()
+    return (
+        f"; its last heartbeat is within {window.describe()}: if its worker is gone, another worker "
+        f"revives it in about {revive:.0f}s, once the heartbeat is older than the dead window"
+    )

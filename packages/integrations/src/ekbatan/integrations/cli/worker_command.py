@@ -82,6 +82,13 @@ def load_options(spec: str | None) -> EkbatanOptions:
         raise CliError(f"{error}; {OPTIONS_FIX}", exit_code=EXIT_USAGE) from None
     if isinstance(found, EkbatanOptions):
         return found
+    if isinstance(found, type) and not issubclass(found, EkbatanOptions):
+        # calling it would only fail on its own arguments, or build something else
+        raise CliError(
+            f"--options {spec} is the class {found.__module__}.{found.__qualname__}, not an EkbatanOptions; "
+            f"{OPTIONS_FIX}",
+            exit_code=EXIT_USAGE,
+        )
     if not callable(found):
         raise CliError(f"--options {spec} is {found!r}; {OPTIONS_FIX}", exit_code=EXIT_USAGE)
     try:
@@ -89,8 +96,16 @@ def load_options(spec: str | None) -> EkbatanOptions:
     except Exception as error:
         raise CliError(f"--options {spec}: calling it failed: {first_line(error)}") from error
     if not isinstance(made, EkbatanOptions):
-        raise CliError(f"--options {spec} returned {made!r}; {OPTIONS_FIX}", exit_code=EXIT_USAGE)
+        raise CliError(
+            f"--options {spec} returned {_short_repr(made)}, not an EkbatanOptions; {OPTIONS_FIX}",
+            exit_code=EXIT_USAGE,
+        )
     return made
+
+
+def _short_repr(value: object) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 @ekbatan_command(name="worker", url=False)
