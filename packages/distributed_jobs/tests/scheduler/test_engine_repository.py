@@ -630,3 +630,30 @@ def test_a_batched_removal_in_flight_leaves_other_due_rows_claimable(engine):
     assert claimed_meanwhile == ["3", "4", "(claimed)"], (
         "the rows the removal does not delete stayed claimable while it ran"
     )
+
+
+@pytest.mark.dialects("mariadb", "mysql")
+def test_a_one_row_lock_and_fetch_claim_updates_by_key_not_by_scanning_the_table(engine):
+    """The claim's UPDATE of its selected keys seeks the primary key for one row, as for many:
+    a plan that scans the table costs every claim a walk over every row."""
+    r = repo(engine)
+    r.create_batch([new(id=str(i), at=NOW + timedelta(days=1, seconds=i)) for i in range(300)])
+    r.create_if_not_exists(new(id="due", at=NOW))
+    updates: list[tuple[str, dict]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("UPDATE"):
+            updates.append((statement, parameters))
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        [claimed] = r.lock_and_fetch(NOW, 10)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    assert claimed.instance_id == "due"
+    [(statement, parameters)] = updates
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql(f"EXPLAIN {statement}", parameters).mappings().all()
+    assert [(row["type"], row["key"]) for row in plan] in ([("range", "PRIMARY")], [("const", "PRIMARY")]), (
+        plan
+    )

@@ -133,9 +133,12 @@ class TableAccess:
             "AND version = :version AND task_name = :task_name AND task_instance = :task_instance"
         )
         self._sql_delete_task = sa.text(f"DELETE FROM {t} WHERE task_name = :task_name")
-        self._sql_claim_keys = sa.text(
-            f"UPDATE {t} SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, "
-            "version = version + 1 WHERE (task_name, task_instance) IN :keys"
+        claim_set = "SET picked = :true, picked_by = :picked_by, last_heartbeat = :now, version = version + 1"
+        self._sql_claim_keys = sa.text(f"UPDATE {t} {claim_set} WHERE (task_name, task_instance) IN :keys")
+        # One key spelled as equalities: MariaDB answers a one-element row-value IN with a scan
+        # of the whole primary key, a cost per claim that grows with the table.
+        self._sql_claim_key = sa.text(
+            f"UPDATE {t} {claim_set} WHERE task_name = :task_name AND task_instance = :task_instance"
         )
         self._sql_insert_and_notify: sa.TextClause | None = None
         self._sql_get: sa.TextClause | None = None  # these name the columns: built once they are known

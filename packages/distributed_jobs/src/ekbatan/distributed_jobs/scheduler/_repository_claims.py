@@ -222,10 +222,17 @@ class Claims(TableAccess):
                 candidates = self._resolved(conn.execute(select, params).all())
                 if not candidates:
                     return []
-                update = self._sql_claim_keys.bindparams(
-                    sa.bindparam("keys", [(e.task_name, e.instance_id) for e in candidates], expanding=True)
-                )
-                updated = conn.execute(update, params).rowcount
+                if len(candidates) == 1:
+                    [one] = candidates
+                    key = {"task_name": one.task_name, "task_instance": one.instance_id}
+                    updated = conn.execute(self._sql_claim_key, {**params, **key}).rowcount
+                else:
+                    update = self._sql_claim_keys.bindparams(
+                        sa.bindparam(
+                            "keys", [(e.task_name, e.instance_id) for e in candidates], expanding=True
+                        )
+                    )
+                    updated = conn.execute(update, params).rowcount
                 if updated != len(candidates):
                     log.error("lock-and-fetch locked %d rows but updated %d", len(candidates), updated)
             return candidates
