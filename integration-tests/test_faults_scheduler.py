@@ -204,7 +204,10 @@ def test_workers_killed_repeatedly_every_task_completes_and_recurring_jobs_keep_
             f"{name}: {report['events']}\n{report['stderr'][-3000:]}"
         )
         assert report["executing_after_stop"] == 0
-    assert sum(r["events"].get("DEAD_EXECUTION", 0) for r in reports.values()) >= killed_holding
+    # Revivals are proven in the table above: no row is left picked by a killed process and every
+    # task ran. The stable nodes' DEAD_EXECUTION events are no count of them: a later victim may
+    # have revived a row before it was killed in turn, and its report died with it (3 counted for
+    # 4 holding victims, once, on MariaDB).
 
 
 def _picked_by(engine: sa.Engine, names: Iterable[str]) -> int:
