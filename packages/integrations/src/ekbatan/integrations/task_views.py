@@ -21,11 +21,12 @@ from typing import Any
 
 from ekbatan.distributed_jobs.scheduler import (
     Execution,
+    ExecutionTimeAndId,
+    ScheduledExecutionsFilter,
     SchedulerClient,
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceNotFoundError,
 )
-from ekbatan.distributed_jobs.scheduler._listing import ExecutionTimeAndId, ScheduledExecutionsFilter
 from ekbatan.local_event_handler import DEFAULT_FANOUT_NAME, DEFAULT_HANDLING_NAME
 
 __all__ = [

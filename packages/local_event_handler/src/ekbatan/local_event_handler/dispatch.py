@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler import AsyncRunner
 
 log = logging.getLogger("ekbatan.local_event_handler")
 

@@ -4,6 +4,7 @@ Depends on SQLAlchemy and the standard library only — never on ``ekbatan.core`
 so it can be used on its own.
 """
 
+from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler._builder import MIN_MISSED_HEARTBEATS, SchedulerBuilder
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient, WhenExists
 from ekbatan.distributed_jobs.scheduler._clock import Clock, SettableClock, SystemClock
@@ -73,6 +74,8 @@ from ekbatan.distributed_jobs.scheduler._listing import (
     TaskSummary,
 )
 from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._outage import describe as describe_failure
+from ekbatan.distributed_jobs.scheduler._rows import COLUMNS as TABLE_COLUMNS
 from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, PickleSerializer, Serializer
 from ekbatan.distributed_jobs.scheduler._task_builders import Tasks
@@ -104,6 +107,9 @@ from ekbatan.distributed_jobs.scheduler.schema import (
 )
 
 __all__ = [
+    "AsyncRunner",
+    "TABLE_COLUMNS",
+    "describe_failure",
     "DEFAULT_TABLE_NAME",
     "NEVER",
     "MAX_KEY_LENGTH",

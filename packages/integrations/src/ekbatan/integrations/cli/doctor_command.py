@@ -27,8 +27,8 @@ import sqlalchemy as sa
 
 from ekbatan.core import DialectName, JobsPoolNotConfiguredError, SettingsError
 from ekbatan.core.migrations import eventlog_tables
+from ekbatan.distributed_jobs.scheduler import TABLE_COLUMNS as SCHEDULED_TASKS_COLUMNS
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
-from ekbatan.distributed_jobs.scheduler._rows import COLUMNS as SCHEDULED_TASKS_COLUMNS
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 from ekbatan.integrations.cli.app import EXIT_FAILED, Invocation, describe, ekbatan_command
 from ekbatan.integrations.cli.application import Application, application_options, load_application
