@@ -176,7 +176,7 @@ def test_name_and_schedule_are_read_exactly_once(engine):
     registry = builder(engine).with_job(job).build()
     assert (job.name_calls, job.schedule_calls) == (1, 1)
     assert registry.job_names == ("unstable-1",)
-    assert [t.name for t in registry.scheduler._startup_tasks] == ["unstable-1"]
+    assert [t.name for t in registry.scheduler._startup.tasks] == ["unstable-1"]
 
 
 def test_valid_job_builds_with_the_shutdown_hook_off(engine):
@@ -227,7 +227,7 @@ def test_defaults_heartbeat_10s_times_6_and_one_thread_per_job(engine):
     assert scheduler.polling_interval == timedelta(seconds=10)
     assert scheduler.shutdown_max_wait == timedelta(minutes=30)
     assert scheduler.threads == 3  # every job, disabled ones included, has a worker of its own
-    assert sorted(t.name for t in scheduler._startup_tasks) == ["a", "b", "c"]
+    assert sorted(t.name for t in scheduler._startup.tasks) == ["a", "b", "c"]
 
 
 def test_the_engine_alone_would_heartbeat_every_5_minutes(engine):

@@ -136,7 +136,7 @@ def test_a_claim_the_stopping_pool_refuses_is_given_back_at_once(engine):
     try:
         pool = owner._pool
         pool.stop_accepting()
-        result = owner._strategy(pool).run()
+        result = owner._poller.strategy.run()
         assert result.fetched == 2
         rows = {
             e.instance_id: (e.is_picked, e.picked_by, e.execution.version)

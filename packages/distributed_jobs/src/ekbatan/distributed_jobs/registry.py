@@ -19,22 +19,24 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.job import DistributedJob, JobContext
+from ekbatan.distributed_jobs._job_tasks import (
+    TaskFailureLog,
+    job_handler,
+    name_clash,
+    qualified,
+    refuse_task_name_clashes,
+)
+from ekbatan.distributed_jobs.job import DistributedJob
 from ekbatan.distributed_jobs.scheduler import (
     MIN_MISSED_HEARTBEATS,
-    ExecutionComplete,
-    ExecutionContext,
-    ExecutionResult,
     RecurringTask,
     ScheduledExecutionsFilter,
     Scheduler,
     SchedulerBuilder,
-    SchedulerListener,
     Task,
-    TaskInstance,
     Tasks,
+    describe_failure,
 )
-from ekbatan.distributed_jobs.tasks import task_definition_of
 
 if TYPE_CHECKING:
     from ekbatan.core.config import EkbatanSettings, JobsConfig
@@ -235,15 +237,15 @@ class JobRegistryBuilder:
             name = job.name()
             if not isinstance(name, str) or not name.strip():
                 raise ValueError(
-                    f"{_qualified(job)} returned a blank name() ({name!r}); a job name must be "
+                    f"{qualified(job)} returned a blank name() ({name!r}); a job name must be "
                     "non-blank and stable across restarts — it is the job's row key in scheduled_tasks"
                 )
             names.append(name)
-        _refuse_task_name_clashes(self._jobs, names, self._tasks)
+        refuse_task_name_clashes(self._jobs, names, self._tasks)
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             clashes = "; ".join(
-                _name_clash(name, [job for job, n in zip(self._jobs, names, strict=True) if n == name])
+                name_clash(name, [job for job, n in zip(self._jobs, names, strict=True) if n == name])
                 for name in duplicates
             )
             raise ValueError(
@@ -258,7 +260,7 @@ class JobRegistryBuilder:
                 raise ValueError(f"DistributedJob {name!r} returned None from schedule(); return a Schedule")
             if not schedule.is_disabled:
                 must_register.append(name)
-            tasks.append(Tasks.recurring(name, schedule).execute(_job_handler(job, name)))
+            tasks.append(Tasks.recurring(name, schedule).execute(job_handler(job, name)))
         if self._poll_interval is not None and self._poll_interval <= timedelta(0):
             raise ValueError(
                 f"poll_interval must be positive, got {self._poll_interval}; a zero or negative interval would "
@@ -296,7 +298,7 @@ class JobRegistryBuilder:
         )
         if extra:
             # with the engine's failure logging off, a failing task would otherwise be silent
-            builder.add_listener(_TaskFailureLog({task.name for task in extra}))
+            builder.add_listener(TaskFailureLog({task.name for task in extra}))
         # Pinned from the URL, never from a connection: building must not touch the database.
         # A bare Engine's URL is read by the engine's build(), after the customizers, so an
         # unknown scheme is refused unless a customizer names the dialect (b.dialect(...)).
@@ -318,98 +320,6 @@ class JobRegistryBuilder:
             pool_label=_pool_label(self._provider),
             require_database=self._require_database,
         )
-
-
-def _qualified(job: DistributedJob) -> str:
-    cls = type(job)
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _name_clash(name: str, jobs: list[DistributedJob]) -> str:
-    """``'report' is the name() of both a.ReportJob and b.ReportJob``: the classes are what a
-    user must find and rename, and two jobs of one name may well live in different packages."""
-    classes = [_qualified(job) for job in jobs]
-    if len(set(classes)) == 1:
-        return f"{name!r} is the name() of {len(classes)} instances of {classes[0]}"
-    listed = " and ".join(classes) if len(classes) == 2 else ", ".join(classes[:-1]) + f" and {classes[-1]}"
-    return f"{name!r} is the name() of {'both ' if len(classes) == 2 else ''}{listed}"
-
-
-def _task_origin(task: Task[Any]) -> str:
-    """``task 'send-receipt' (shop.tasks.send_receipt)``: where a task was defined, when a
-    decorator made it, so that a clash names what to rename."""
-    definition = task_definition_of(task)
-    where = f" ({definition.defined_as})" if definition is not None and definition.defined_as else ""
-    return f"task {task.name!r}{where}" if where else f"task {task!r}"
-
-
-def _refuse_task_name_clashes(
-    jobs: list[DistributedJob], job_names: list[str], tasks: list[Task[Any]]
-) -> None:
-    seen: dict[str, str] = {name: f"job {_qualified(job)}" for job, name in zip(jobs, job_names, strict=True)}
-    taken: dict[str, Task[Any]] = {}
-    clashes: list[str] = []
-    for task in tasks:
-        if taken.get(task.name) is task:
-            continue  # the same object twice is one task
-        here = _task_origin(task)
-        if task.name in seen:
-            clashes.append(f"{task.name!r} is the name of both {seen[task.name]} and {here}")
-        else:
-            seen[task.name] = here
-            taken[task.name] = task
-    if clashes:
-        raise ValueError(
-            f"task and job names must be unique within a JobRegistry; {'; '.join(clashes)}. Rename one of "
-            "them: the name is the key of their rows in scheduled_tasks"
-        )
-
-
-class _TaskFailureLog(SchedulerListener):
-    def __init__(self, names: set[str]) -> None:
-        self._names = frozenset(names)
-
-    def on_execution_complete(self, complete: ExecutionComplete) -> None:
-        execution = complete.execution
-        if complete.result is not ExecutionResult.FAILED or execution.task_name not in self._names:
-            return
-        cause = complete.cause
-        log.error(
-            "task %s instance %s failed (%d failure(s) in a row before this one): %s: %s",
-            execution.task_name,
-            execution.instance_id,
-            execution.consecutive_failures,
-            type(cause).__name__,
-            cause,
-            exc_info=cause,
-        )
-
-
-def _job_handler(job: DistributedJob, name: str) -> Callable[[TaskInstance[Any], ExecutionContext], Any]:
-    def failed(exc: BaseException) -> None:
-        log.error("job %s failed: %s: %s", name, type(exc).__name__, exc, exc_info=exc)
-
-    async def finish_async(pending: Any) -> None:
-        try:
-            await pending
-        except BaseException as exc:
-            failed(exc)
-            raise
-        log.debug("job %s finished", name)
-
-    def handler(instance: TaskInstance[Any], ctx: ExecutionContext) -> Any:
-        log.debug("job %s started", name)
-        try:
-            result = job.execute(JobContext(ctx))
-        except BaseException as exc:
-            failed(exc)
-            raise
-        if hasattr(result, "__await__"):
-            return finish_async(result)
-        log.debug("job %s finished", name)
-        return None
-
-    return handler
 
 
 class JobRegistry:
@@ -462,9 +372,7 @@ class JobRegistry:
         try:
             self.scheduler.check_database()
         except Exception as exc:
-            from ekbatan.distributed_jobs.scheduler._outage import describe
-
-            problem = f"cannot connect to {self._pool_label}: {describe(exc)}"
+            problem = f"cannot connect to {self._pool_label}: {describe_failure(exc)}"
             if required:
                 # nothing has started, so start() may be called again once the database is up
                 raise JobsDatabaseUnavailableError(

@@ -16,6 +16,7 @@ an error) falls back to waking the poller.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,11 +24,13 @@ from typing import Any
 from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._context import SchedulerState
+from ekbatan.distributed_jobs.scheduler._driver_statements import driver_path_available
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
 from ekbatan.distributed_jobs.scheduler._listener import CandidateEventType, Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler._outage import OutagePolicy
 from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._runner import ExecutionRunner
-from ekbatan.distributed_jobs.scheduler._wakeups import Wakeup
+from ekbatan.distributed_jobs.scheduler._wakeups import NotificationListener, Wakeup
 from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.notified_claims")
@@ -96,3 +99,30 @@ class NotifiedClaims:
                 type(exc).__name__,
                 exc,
             )
+
+
+def start_listening(
+    repository: TaskRepository,
+    name: str,
+    on_wakeup: Callable[[Wakeup, Any], None],
+    outage: OutagePolicy,
+    notified_claims: Callable[[], NotifiedClaims | None],
+) -> tuple[NotificationListener | None, NotifiedClaims | None]:
+    """The listener of the table's notification channel, started, and what claims the
+    executions notifications name (None when not wanted); (None, None) where there is no
+    channel (not PostgreSQL) or no psycopg 3 driver to listen with."""
+    channel = repository.notify_channel
+    if channel is None:
+        return None, None
+    if not driver_path_available(repository.engine):
+        log.info(
+            "scheduler %s: listening for notifications needs the psycopg (3) driver, not %s; "
+            "other processes' schedules are found by polling",
+            name,
+            repository.engine.dialect.driver,
+        )
+        return None, None
+    claims = notified_claims()
+    listener = NotificationListener(repository.engine, channel, on_wakeup, outage=outage)
+    listener.start()
+    return listener, claims

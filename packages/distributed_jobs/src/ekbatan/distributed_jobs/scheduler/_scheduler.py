@@ -24,10 +24,8 @@ from ekbatan.distributed_jobs.scheduler._builder import (
 from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
 from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
-from ekbatan.distributed_jobs.scheduler._contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler._dead_execution_detection import DeadExecutionDetector
-from ekbatan.distributed_jobs.scheduler._driver_statements import driver_path_available
 from ekbatan.distributed_jobs.scheduler._errors import TableSchemaError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler._heartbeat import HeartbeatUpdater
@@ -35,25 +33,19 @@ from ekbatan.distributed_jobs.scheduler._listener import (
     Listeners,
     SchedulerEventType,
 )
-from ekbatan.distributed_jobs.scheduler._notified_claims import NotifiedClaims
+from ekbatan.distributed_jobs.scheduler._notified_claims import NotifiedClaims, start_listening
 from ekbatan.distributed_jobs.scheduler._outage import (
-    FailureLog,
     check_connection,
-    describe,
-    is_database_error,
 )
 from ekbatan.distributed_jobs.scheduler._polling import (
-    AutoStrategy,
-    ClaimSizing,
-    FetchStrategy,
-    LockAndFetchStrategy,
-    PollingKind,
-    PollingStrategyConfig,
     PollLoop,
 )
 from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._runner import ExecutionRegistry, ExecutionRunner
 from ekbatan.distributed_jobs.scheduler._session_setup import install_session_setup
+from ekbatan.distributed_jobs.scheduler._shutdown import drain_workers
+from ekbatan.distributed_jobs.scheduler._startup import StartupTasks
+from ekbatan.distributed_jobs.scheduler._strategy_choice import polling_strategy
 from ekbatan.distributed_jobs.scheduler._tasks import Task
 from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler._waiter import Waiter
@@ -80,15 +72,7 @@ class Scheduler(SchedulerClient):
         self.heartbeat_interval = options.heartbeat_interval
         self.missed_heartbeats_limit = options.missed_heartbeats_limit
         self.shutdown_max_wait = options.shutdown_max_wait
-        self._startup_tasks = list(options.startup_tasks)
-        # start-up tasks whose on_startup has not succeeded yet (the database was down): the
-        # poller tries them again before each poll until they have
-        self._pending_startup = list(self._startup_tasks)
-        # names of the pending ones whose last try failed on the database (not on their own code)
-        self._startup_waiting_for_database: tuple[str, ...] = ()
-        self._startup_errors_logged: set[str] = set()
         self.outage = options.outage
-        self._startup_failures = FailureLog("scheduling start-up tasks", log, policy=self.outage)
         self._state_lock = threading.Lock()
         self._started = False
         self._shutting_down = False
@@ -118,8 +102,14 @@ class Scheduler(SchedulerClient):
         )
         # Startup scheduling writes without listeners: no immediate-execution hints before
         # the poller even runs.
-        self._startup_client = SchedulerClient(
-            options.engine, serializer=options.serializer, clock=options.clock, _repository=repository
+        self._startup = StartupTasks(
+            options.startup_tasks,
+            SchedulerClient(
+                options.engine, serializer=options.serializer, clock=options.clock, _repository=repository
+            ),
+            self.clock,
+            self.listeners,
+            self.outage,
         )
         self.waiter = Waiter()
         self.registry = ExecutionRegistry()
@@ -297,14 +287,14 @@ class Scheduler(SchedulerClient):
     def startup_tasks_pending(self) -> list[str]:
         """Names of start-up tasks not scheduled yet because their ``on_startup`` failed (the
         database was down at start); the poller retries them."""
-        return [task.name for task in self._pending_startup]
+        return self._startup.pending
 
     @property
     def startup_tasks_waiting_for_database(self) -> list[str]:
         """The :attr:`startup_tasks_pending` whose last try failed on the database. A start-up
         task failing for another reason (its data does not serialize, its row is executing
         with another schedule) is retried too, but is not a database outage to wait for."""
-        return list(self._startup_waiting_for_database)
+        return self._startup.waiting_for_database
 
     def _start(self) -> None:
         log.info(
@@ -329,14 +319,27 @@ class Scheduler(SchedulerClient):
             self.completion_batcher.start()
         self._pool = WorkerPool(self.threads, name=f"ekbatan-worker-{self.name}")
         self._poller = PollLoop(
-            self._strategy(self._pool),
+            polling_strategy(
+                self.strategy_config,
+                repository=self.repository,
+                runner=self.runner,
+                pool=self._pool,
+                clock=self.clock,
+                state=self,
+                listeners=self.listeners,
+                limits=(self.lower_limit, self.upper_limit),
+                threads=self.threads,
+                trigger=self.trigger_check_for_due_executions,
+                claims=self.queued_claims,
+                priority=self.options.priority,
+            ),
             self.repository,
             self.clock,
             self,
             self.listeners,
             self.polling_interval,
             self.waiter,
-            before_poll=self._retry_startup_tasks,
+            before_poll=self._startup.retry,
             outage=self.outage,
         )
         self._poller.start()
@@ -368,78 +371,30 @@ class Scheduler(SchedulerClient):
             atexit.register(self.stop)
             self._atexit_registered = True
 
-    def _strategy(self, pool: WorkerPool) -> FetchStrategy | LockAndFetchStrategy | AutoStrategy:
-        def lock_and_fetch(sizing: ClaimSizing | None = None) -> LockAndFetchStrategy:
-            return LockAndFetchStrategy(
-                self.repository,
-                self.runner,
-                pool,
-                self.clock,
-                self.listeners,
-                self.lower_limit,
-                self.upper_limit,
-                self.trigger_check_for_due_executions,
-                self.queued_claims,
-                sizing,
-            )
-
-        def fetch(lower: int = self.lower_limit, upper: int = self.upper_limit) -> FetchStrategy:
-            return FetchStrategy(
-                self.repository,
-                self.runner,
-                pool,
-                self.clock,
-                self,
-                self.listeners,
-                lower,
-                upper,
-                self.trigger_check_for_due_executions,
-                # Sampling reorders rows across instances, which a priority order must not suffer.
-                ClaimContention(enabled=not self.options.priority),
-            )
-
-        kind = self.strategy_config.kind
-        if kind is PollingKind.LOCK_AND_FETCH:
-            return lock_and_fetch()
-        if kind is PollingKind.FETCH:
-            return fetch()
-        # With priorities, nothing is claimed beyond the free threads: a higher priority falling
-        # due must not wait behind claimed lower ones in the local queue.
-        sizing = None if self.options.priority else ClaimSizing(self.threads)
-        return AutoStrategy(
-            self.repository,
-            lambda: lock_and_fetch(sizing),
-            lambda: fetch(*PollingStrategyConfig.fetch().limits(self.threads)),
-        )
-
     def _start_listening(self) -> None:
         """On PostgreSQL, hear other processes' schedules: claim what they name, or wake the poller."""
-        channel = self.repository.notify_channel
-        if channel is None:
-            return
-        if not driver_path_available(self.repository.engine):
-            log.info(
-                "scheduler %s: listening for notifications needs the psycopg (3) driver, not %s; "
-                "other processes' schedules are found by polling",
-                self.name,
-                self.repository.engine.dialect.driver,
-            )
-            return
-        assert self._pool is not None
-        if self.options.immediate_execution and not self.options.priority:
-            self._notified_claims = NotifiedClaims(
-                repository=self.repository,
-                runner=self.runner,
-                pool=self._pool,
-                clock=self.clock,
-                state=self,
-                listeners=self.listeners,
-                claims=self.queued_claims,
-            )
-        self._listener = NotificationListener(
-            self.repository.engine, channel, self._on_notification, outage=self.outage
+        pool = self._pool
+        assert pool is not None
+        claim_named = self.options.immediate_execution and not self.options.priority
+        self._listener, self._notified_claims = start_listening(
+            self.repository,
+            self.name,
+            self._on_notification,
+            self.outage,
+            lambda: (
+                NotifiedClaims(
+                    repository=self.repository,
+                    runner=self.runner,
+                    pool=pool,
+                    clock=self.clock,
+                    state=self,
+                    listeners=self.listeners,
+                    claims=self.queued_claims,
+                )
+                if claim_named
+                else None
+            ),
         )
-        self._listener.start()
 
     def _detect_columns(self) -> None:
         """Look up the table's optional ``priority`` column now, so that ``enable_priority()`` on
@@ -459,34 +414,7 @@ class Scheduler(SchedulerClient):
 
     def run_startup_tasks(self) -> None:
         """Run ``on_startup`` of each start-up task not yet done; a failing one stays pending."""
-        now = self.clock.now()
-        waiting: list[str] = []
-        for task in list(self._pending_startup):
-            try:
-                task.on_startup(self._startup_client, now)
-            except Exception as exc:
-                if is_database_error(exc):
-                    waiting.append(task.name)
-                    self._startup_failures.failed(exc)
-                elif task.name not in self._startup_errors_logged:
-                    # its own fault, not an outage's: said once, naming it, with the traceback
-                    self._startup_errors_logged.add(task.name)
-                    log.error(
-                        "start-up task %s cannot be scheduled: %s; tried again before each poll",
-                        task.name,
-                        describe(exc),
-                        exc_info=exc,
-                    )
-                self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
-            else:
-                self._pending_startup.remove(task)
-        self._startup_waiting_for_database = tuple(waiting)
-        if not waiting:
-            self._startup_failures.succeeded()  # the outage is over for start-up tasks
-
-    def _retry_startup_tasks(self) -> None:
-        if self._pending_startup:
-            self.run_startup_tasks()
+        self._startup.run()
 
     def stop(self, *, poller_wait: float = 5.0) -> None:
         """Stop polling, let running executions finish (two phases of ``shutdown_max_wait``),
@@ -512,7 +440,15 @@ class Scheduler(SchedulerClient):
             log.warning("the poller of %s did not stop within %.1fs", self.name, poller_wait)
         started = time.monotonic()
         if self._pool is not None:
-            self._drain_workers()
+            drain_workers(
+                self._pool,
+                self.queued_claims,
+                self.repository,
+                self.async_runner,
+                self.registry,
+                self.shutdown_max_wait.total_seconds(),
+                self.name,
+            )
         if self.completion_batcher is not None:
             self.completion_batcher.stop()  # what finished is written before heartbeats stop
         waited = time.monotonic() - started
@@ -524,44 +460,6 @@ class Scheduler(SchedulerClient):
         self.async_runner.stop()
         self._started = False
         log.info("scheduler %s stopped", self.name)
-
-    def _drain_workers(self) -> None:
-        pool = self._pool
-        assert pool is not None
-        pool.stop_accepting()
-        self._give_back_queued_claims()
-        max_wait = self.shutdown_max_wait.total_seconds()
-        if not pool.wait_idle(max_wait):
-            log.warning(
-                "executions still running after %.1fs; cancelling queued ones and interrupting async "
-                "ones, then waiting up to %.1fs more",
-                max_wait,
-                max_wait,
-            )
-            dropped = pool.discard_queued()
-            cancelled = self.async_runner.cancel_all()
-            log.info("dropped %d queued and cancelled %d async execution(s)", dropped, cancelled)
-            if not pool.wait_idle(max_wait):
-                still = ", ".join(str(c.execution) for c in self.registry.snapshot())
-                log.warning(
-                    "abandoning executions still running: %s; their rows stay picked and will be revived "
-                    "as dead executions",
-                    still or "(none registered)",
-                )
-        pool.close()
-
-    def _give_back_queued_claims(self) -> None:
-        """Claimed rows no worker has started: unpicked (at their version) for any instance to
-        run, instead of run while the process stops or left picked until found dead."""
-        released = self.queued_claims.release_all()
-        if released:
-            given_back = self.repository.unpick(released)
-            log.info(
-                "scheduler %s gave back %d of %d claimed execution(s) it had not started",
-                self.name,
-                given_back,
-                len(released),
-            )
 
     def __enter__(self) -> Scheduler:
         self.start()
