@@ -182,13 +182,16 @@ def test_each_entry_point_builds_runs_and_closes_the_same_application(entry_poin
     assert all(pool is not None and pool.closed for pool in pools), "every pool it opened is closed"
 
 
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment of a server or worker process: the examples and the repository importable."""
+    path = os.pathsep.join([str(EXAMPLES), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 @contextmanager
 def worker(config: Path, packages: str, stderr: Path) -> Iterator[subprocess.Popen[str]]:
     """``ekbatan worker --json`` as a process of its own; its stderr goes to ``stderr``."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(EXAMPLES), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = subprocess_env()
     command = [sys.executable, "-m", "ekbatan.integrations.cli", "worker", "--json"]
     command += ["--config", str(config), "--packages", packages]
     with stderr.open("w") as errors:
@@ -237,12 +240,7 @@ def uvicorn(config: Path, packages: str, stderr: Path) -> Iterator[tuple[subproc
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(EXAMPLES), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-        "CONTRACT_SHOP_CONFIG": str(config),
-        "CONTRACT_SHOP_PACKAGES": packages,
-    }
+    env = subprocess_env(CONTRACT_SHOP_CONFIG=str(config), CONTRACT_SHOP_PACKAGES=packages)
     command = [sys.executable, "-m", "uvicorn", "contract_shop.web:app", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--timeout-graceful-shutdown", "10"]
     with stderr.open("w") as errors:
