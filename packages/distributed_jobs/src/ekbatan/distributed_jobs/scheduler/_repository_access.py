@@ -350,7 +350,8 @@ class TableAccess:
         """`` AND task_name IN (…)`` of the tasks this process can run (empty when none)."""
         names = sorted(self.resolver.tasks)
         placeholders = ", ".join(f":k{i}" for i in range(len(names)))
-        return f" AND task_name IN ({placeholders})", {f"k{i}": n for i, n in enumerate(names)}
+        condition = self.dialect.without_estimate(f"task_name IN ({placeholders})")
+        return f" AND {condition}", {f"k{i}": n for i, n in enumerate(names)}
 
     @contextmanager
     def _read(self, connection: ConnectionLike | None) -> Iterator[sa.Connection]:

@@ -75,6 +75,12 @@ class SqlDialect:
     def limit(self, n: int) -> str:
         return f" LIMIT {int(n)}"
 
+    def without_estimate(self, condition: str) -> str:
+        """``condition`` spelled so that the planner neither seeks an index by it nor trusts a
+        guess of how many rows it keeps (here: as is; a dialect whose planner goes astray
+        overrides)."""
+        return condition
+
     def priority_order(self) -> str:
         # db-scheduler's order, word for word, so both sides of a shared table agree and the
         # query can walk priority_execution_time_idx. A NULL priority therefore sorts as each
