@@ -52,7 +52,8 @@ class WorkerPool:
             item = self._queue.get()
             if item is _STOP:
                 return
-            job, on_done = cast(tuple[Callable[[], None], Callable[[], None] | None], item)
+            # a string: the subscripted type would be built at run time, for every job
+            job, on_done = cast("tuple[Callable[[], None], Callable[[], None] | None]", item)
             try:
                 job()
             except BaseException:
