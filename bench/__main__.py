@@ -18,7 +18,18 @@ from pathlib import Path
 
 from bench.common import DEFAULT_OUT, Settings, environment, log, snapshot_engine, write_result
 
-BENCHMARKS = ("limits", "throughput", "peers", "latency", "scale", "footprint", "bulk", "profile", "pipeline")
+BENCHMARKS = (
+    "limits",
+    "throughput",
+    "backlog",
+    "peers",
+    "latency",
+    "scale",
+    "footprint",
+    "bulk",
+    "profile",
+    "pipeline",
+)
 
 
 def parse(argv: list[str]) -> tuple[list[str], Settings, argparse.Namespace]:

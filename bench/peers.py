@@ -59,8 +59,10 @@ def ensure_venv(settings: Settings) -> bool:
     return venv_ready(settings)
 
 
-def throughput_command(settings: Settings, peer: str, procs: int, jobs: int) -> list[str]:
-    return [
+def throughput_command(
+    settings: Settings, peer: str, procs: int, jobs: int, from_spawn: bool = False
+) -> list[str]:
+    cmd = [
         str(peers_python(settings)),
         str(RUNNER),
         "--peer",
@@ -78,6 +80,7 @@ def throughput_command(settings: Settings, peer: str, procs: int, jobs: int) -> 
         "--pg",
         PG_BASE,
     ]
+    return [*cmd, "--from-spawn"] if from_spawn else cmd
 
 
 def latency_command(

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench import report_growth
+
 GOAL_NOTE = (
     "A ratio ≥ 1.00 in the last column meets the goal (for an upper bound the ratio is limit / measured)."
 )
@@ -241,6 +243,8 @@ def goals(d: dict[str, Any]) -> list[str]:
             "80 MB",
             _ratio(80, peak or None),
         )
+    for row in report_growth.goals(d):
+        add(*row)
     return _table(["goal", "measured", "baseline (same run)", "ratio"], rows)
 
 
@@ -809,6 +813,7 @@ def write(out: Path, target: Path, reading: str | None = None) -> None:
         section_bulk,
         section_profile,
         section_pipeline,
+        *report_growth.SECTIONS,
     ):
         lines += section(d)
     notes = Path(__file__).resolve().parent / "reading.md"

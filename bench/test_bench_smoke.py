@@ -79,6 +79,22 @@ def test_throughput_drains_every_row(smoke):
                 assert _positive(row["xacts_per_exec"]) and _positive(row["exec_per_xact"])
 
 
+def test_backlog_drains_every_size_unanalysed(smoke):
+    out, settings = smoke
+    data = _load(out, "backlog")
+    for dialect in ("postgres", "mariadb"):
+        if dialect not in settings.dbs:
+            continue
+        for n in data["sizes"]:
+            [run] = data["figures"][f"{dialect} ours {n}"]["runs"]
+            assert run["left"] == 0 and not run["errors"] and _positive(run["exec_per_s"]), run
+        # the curve is the rate at each size against the first, in the same round
+        assert _positive(data["curves"][f"{dialect} {data['sizes'][-1]} / {data['sizes'][0]}"]["median"])
+    if "postgres" in settings.dbs:
+        [run] = data["figures"][f"postgres ours {data['sizes'][0]} from spawn"]["runs"]
+        assert run["left"] == 0 and _positive(run["exec_per_s"])
+
+
 def test_peers_commands_or_runs(smoke):
     out, settings = smoke
     data = _load(out, "peers")

@@ -20,6 +20,7 @@ configurations interleaved so that machine noise spreads over all of them.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from bench.common import (
@@ -95,23 +96,38 @@ def matrix(settings: Settings, dialect: str) -> list[dict[str, Any]]:
 
 
 def run_once(
-    url: str, n: int, cfg: dict[str, Any], timeout: float | None = None, reset: bool = True
+    url: str,
+    n: int,
+    cfg: dict[str, Any],
+    timeout: float | None = None,
+    reset: bool = True,
+    analyze_first: bool = True,
+    from_spawn: bool = False,
 ) -> dict[str, Any]:
     """One drain of ``n`` due rows by ``cfg['procs']`` scheduler processes.
 
     ``reset=False`` keeps the rows already in the table (the scale benchmark's future rows)
-    and counts only the due ones down.
+    and counts only the due ones down. ``analyze_first=False`` leaves the freshly loaded table
+    as a burst of scheduling leaves it, unanalysed (autovacuum gets to it when it does).
+    ``from_spawn=True`` times the drain from the moment the processes are started, so their
+    interpreter start, imports, build and first connections count too (as a deploy sees it).
     """
     kind = dialect_of(url)
     if reset:
         truncate(url)
     load_s = load_rows(url, n, prefix="t")
-    analyze(url)
+    if analyze_first:
+        analyze(url)
     base_opts = {k: v for k, v in cfg.items() if k not in ("procs",)}
+    if from_spawn:
+        base_opts["warm_pool"] = False  # connections are opened as a deployed process opens them
     args = [(url, {**base_opts, "name": f"bench-{i}"}) for i in range(cfg["procs"])]
+    spawned = time.perf_counter()
     crew = start_crew(scheduler_worker, args)
     before = pg_xact(url) if kind == "postgres" else None
     t0 = crew.release()
+    if from_spawn:
+        t0 = spawned
     due = " WHERE execution_time <= " + ("now()" if kind == "postgres" else "UTC_TIMESTAMP(6)")
     t1, left, polls = wait_until_empty(url, n, timeout or max(60.0, n / 100), where=due)
     elapsed = t1 - t0
