@@ -34,44 +34,44 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _against(goal: str, figure: dict[str, Any] | None, bar: float, unit: str = "") -> list[Row]:
+    """A goal row for a per-round ratio ``figure`` that must reach ``bar``."""
+    if not figure:
+        return []
+    median = figure["median"]
+    return [
+        (
+            goal,
+            f"{_r(median)}{unit} (rounds {_rounds(figure['rounds'])})",
+            f"{bar:.2f}{unit}",
+            None if median is None else median / bar,
+        )
+    ]
+
+
 def goals(d: dict[str, Any]) -> list[Row]:
     """(goal, measured, baseline, ratio against the goal's bar; ≥ 1 met)."""
     rows: list[Row] = []
     b = d.get("backlog")
     if b:
-        sizes = b["sizes"]
-        first, last = sizes[0], sizes[-1]
+        first, last = b["sizes"][0], b["sizes"][-1]
         for dialect in ("postgres", "mariadb"):
-            curve = b["curves"].get(f"{dialect} {last} / {first}")
-            if curve:
-                rows.append(
-                    (
-                        f"{dialect}, defaults, 4 procs: {last:,} due at once ≥ 80 % of the rate at {first:,}",
-                        f"{_r(curve['median'])} (rounds {_rounds(curve['rounds'])})",
-                        "0.80",
-                        None if curve["median"] is None else curve["median"] / 0.8,
-                    )
-                )
-        both = b["curves"].get(f"mariadb curve / postgres curve at {last}")
-        if both:
-            rows.append(
-                (
-                    f"MariaDB's curve within 80 % of PostgreSQL's at {last:,}",
-                    f"{_r(both['median'])} (rounds {_rounds(both['rounds'])})",
-                    "0.80",
-                    None if both["median"] is None else both["median"] / 0.8,
-                )
+            rows += _against(
+                f"{dialect}, defaults, 4 procs: {last:,} due at once ≥ 80 % of the rate at {first:,}",
+                b["curves"].get(f"{dialect} {last} / {first}"),
+                0.8,
             )
-        spawn = b["ours_over_pgqueuer"].get(f"{first} from spawn")
-        if spawn:
-            rows.append(
-                (
-                    f"PG, defaults, 4 procs, {first:,} due, start-up included: ≥ 2 × pgqueuer's defaults",
-                    f"{_r(spawn['median'])} × (rounds {_rounds(spawn['rounds'])})",
-                    "2.00 ×",
-                    None if spawn["median"] is None else spawn["median"] / 2,
-                )
-            )
+        rows += _against(
+            f"MariaDB's curve within 80 % of PostgreSQL's at {last:,}",
+            b["curves"].get(f"mariadb curve / postgres curve at {last}"),
+            0.8,
+        )
+        rows += _against(
+            f"PG, defaults, 4 procs, {first:,} due, start-up included: ≥ 2 × pgqueuer's defaults",
+            b["ours_over_pgqueuer"].get(f"{first} from spawn"),
+            2.0,
+            " ×",
+        )
     return rows
 
 
