@@ -87,7 +87,8 @@ def section_backlog(d: dict[str, Any]) -> list[str]:
         f"drained by {b['procs']} scheduler processes with the defaults (threads 10), the table **not analysed** "
         "after the load (as a burst leaves it); pgqueuer's defaults (4 processes, its bulk enqueue) take turns "
         'with ours up to 100 k. "from spawn" times the drain from the processes\' start (interpreter, imports, '
-        f"connections). Median of {b['repeats']} round(s); every round listed.",
+        f"connections). The curve's baseline is the mean of the 20 k drains before and after the bigger sizes "
+        "in the same round. Median of {b['repeats']} round(s); every round listed.",
         "",
     ]
     rows = []
