@@ -359,15 +359,15 @@ def run(settings: Settings, future: bool = True) -> dict[str, Any]:
             searches = _search_round(bench, with_peer)
             this: dict[str, Any] = {name: _summary(s) for name, s in searches.items()}
             # the lag at half of each system's own highest sustainable rate, taking turns too
+            # (from the start rate when nothing passed, so every part of the harness runs)
             for name, s in searches.items():
-                if s.passed:
-                    half = s.passed / 2
-                    run_half = bench.ours if name == "ours" else bench.pgqueuer
-                    this[name]["half_rate"] = run_half(half, f"lag at half ({half:.0f}/s)")
+                half = (s.passed or plan.start_rate) / 2
+                run_half = bench.ours if name == "ours" else bench.pgqueuer
+                this[name]["half_rate"] = run_half(half, f"lag at half ({half:.0f}/s)")
             per_round.append(this)
             log(f"inflow round {r + 1}/{rounds} done")
         highest = median([r["ours"]["highest_sustainable_per_s"] for r in per_round])
-        if future and highest:
+        if future:
             results["future"] = _future_run(bench, highest, settings)
     results["per_round"] = per_round
     results["ours"] = _headline(per_round, "ours")
@@ -401,10 +401,12 @@ def _headline(per_round: list[dict[str, Any]], name: str) -> dict[str, Any]:
     }
 
 
-def _future_run(bench: Bench, highest: float, settings: Settings) -> dict[str, Any]:
+def _future_run(bench: Bench, highest: float | None, settings: Settings) -> dict[str, Any]:
     """Ours again with the big future preloaded: at its highest sustainable rate, 10 % lower
-    until sustainable, then the lag at the same half rate as on the empty table."""
+    until sustainable, then the lag at the same half rate as on the empty table (from the
+    start rate when nothing passed on the empty table)."""
     plan = bench.plan
+    basis = highest or plan.start_rate
     truncate(bench.url)
     load_s = load_rows(
         bench.url, plan.future_rows, due_in=timedelta(days=1), spread=timedelta(days=30), prefix="f"
@@ -414,12 +416,12 @@ def _future_run(bench: Bench, highest: float, settings: Settings) -> dict[str, A
     bench.future = True
     steps, passed = [], None
     for share in FUTURE_STEPS[: 1 if settings.smoke else None]:
-        step = bench.ours(round(highest * share, -1) or highest * share, f"search at {share:.0%} of empty")
+        step = bench.ours(round(basis * share, -1) or basis * share, f"search at {share:.0%} of empty")
         steps.append(step)
         if step["sustainable"]:
             passed = step["rate"]
             break
-    half = bench.ours(highest / 2, f"lag at half of empty's highest ({highest / 2:.0f}/s)")
+    half = bench.ours(basis / 2, f"lag at half of empty's highest ({basis / 2:.0f}/s)")
     bench.future = False
     return {
         "rows": plan.future_rows,
