@@ -69,6 +69,34 @@ def test_create_batch_inserts_all_or_fails_on_existing_key(engine):
     assert len(r.get_scheduled_executions(ScheduledExecutionsFilter.all())) == 5
 
 
+def test_create_batch_keeps_every_value_as_given(engine):
+    """A batch goes to the database in one statement where the dialect can (PostgreSQL: one
+    array per column): ids that need escaping in an array literal, raw bytes, no data, NULL and
+    set priorities, and each row's own time all come back exactly."""
+    r = repo(engine, priority=True)
+    ids = ["{a,b}", 'quote"d', "back\\slash", "NULL", "", " spaced ", "comma,", "ü𝄞"]
+    rows = [
+        new(
+            id=i,
+            at=NOW + timedelta(microseconds=n * 1000),
+            data=bytes([0, n, 255]) if n % 2 else None,
+            priority=n if n % 3 else None,
+        )
+        for n, i in enumerate(ids)
+    ]
+    r.create_batch(rows)
+    for n, i in enumerate(ids):
+        got = r.get_execution("one", i)
+        assert got is not None, i
+        assert (got.execution_time, got.raw_data, got.priority, got.version, got.picked) == (
+            rows[n].execution_time,
+            rows[n].raw_data,
+            rows[n].priority,
+            1,
+            False,
+        ), i
+
+
 def test_get_due_is_inclusive_limited_and_ordered(engine):
     r = repo(engine)
     r.create_if_not_exists(new(id="now", at=NOW))

@@ -66,8 +66,13 @@ class TaskRepository(Claims, Completions):
         if not batch:
             return
         try:
+            rows = [self._insert_params(n) for n in batch]
             with self._tx(connection) as conn:
-                conn.execute(self._sql_insert, [self._insert_params(n) for n in batch])
+                if self._sql_insert_many is not None and len(rows) > 1:
+                    params = self.dialect.insert_many_params(self._insert_columns, rows)
+                    conn.execute(self._sql_insert_many, params)
+                else:
+                    conn.execute(self._sql_insert, rows)
                 self._notify(conn, min(n.execution_time for n in batch))
         except IntegrityError as exc:
             raise FailedToScheduleBatchError(

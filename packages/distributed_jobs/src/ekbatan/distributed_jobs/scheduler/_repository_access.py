@@ -99,6 +99,8 @@ class TableAccess:
             insert_vals += ", :priority"
         plain_insert = f"INSERT INTO {t} ({insert_cols}) VALUES ({insert_vals})"
         self._sql_insert = sa.text(plain_insert)
+        self._insert_columns = tuple(c.strip() for c in insert_cols.split(","))
+        self._sql_insert_many = self.dialect.insert_many(t, self._insert_columns)
         if_absent = self.dialect.insert_if_absent(plain_insert)
         self._sql_insert_if_absent = None if if_absent is None else sa.text(if_absent)
         self._sql_pick = sa.text(

@@ -135,6 +135,14 @@ class SqlDialect:
         one statement whose row count tells whether it did."""
         raise NotImplementedError(f"{self.name} has no notification channel")
 
+    def insert_many(self, table: str, columns: Sequence[str]) -> sa.TextClause | None:
+        """One statement inserting every row of a batch, bound by :meth:`insert_many_params`
+        (None: the batch goes as an executemany of the one-row insert)."""
+        return None
+
+    def insert_many_params(self, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        raise NotImplementedError(f"{self.name} inserts a batch row by row")
+
     def remove_many(self, table: str) -> sa.TextClause:
         """Delete rows at their versions, returning the keys deleted. One statement text
         whatever the batch size, so it is compiled once; bound by :meth:`remove_many_params`."""

@@ -7,6 +7,17 @@ import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler.dialects.base import Dialect, SqlDialect
 
+#: the element type of each insertable column, as db-scheduler's PostgreSQL DDL declares it
+_ARRAY_TYPES = {
+    "task_name": "text",
+    "task_instance": "text",
+    "task_data": "bytea",
+    "execution_time": "timestamptz",
+    "picked": "boolean",
+    "version": "bigint",
+    "priority": "smallint",
+}
+
 
 class PostgreSqlDialect(SqlDialect):
     """``timestamptz`` columns bound as aware UTC datetimes; single-statement lock-and-fetch."""
@@ -42,6 +53,16 @@ class PostgreSqlDialect(SqlDialect):
             f"WITH inserted AS ({insert} ON CONFLICT (task_name, task_instance) DO NOTHING RETURNING 1) "
             f"SELECT pg_notify({channel}, :payload) FROM inserted"
         )
+
+    def insert_many(self, table: str, columns: Sequence[str]) -> sa.TextClause | None:
+        # One array per column: one statement and one round trip for the whole batch. An
+        # executemany sends a statement per row through psycopg's pipeline, about 0.1 ms of
+        # Python per row, which made scheduling cost more CPU than running trivial tasks.
+        arrays = ", ".join(f"CAST(:{c} AS {_ARRAY_TYPES[c]}[])" for c in columns)
+        return sa.text(f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays})")
+
+    def insert_many_params(self, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return {c: [row[c] for row in rows] for c in columns}
 
     def remove_many(self, table: str) -> sa.TextClause:
         # three arrays: one statement text whatever the batch size
