@@ -22,6 +22,7 @@ BENCHMARKS = (
     "limits",
     "throughput",
     "backlog",
+    "inflow",
     "peers",
     "latency",
     "scale",

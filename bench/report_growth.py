@@ -72,7 +72,85 @@ def goals(d: dict[str, Any]) -> list[Row]:
             2.0,
             " ×",
         )
+    f = d.get("inflow")
+    if f and f.get("ours_over_pgqueuer") is not None:
+        ratio = f["ours_over_pgqueuer"]
+        bound = " (ours producer-bound above it)" if f["ours"].get("producer_bound_steps") else ""
+        rows.append(
+            (
+                "PG, steady inflow, 4 procs, defaults: highest sustainable rate ≥ 2 × pgqueuer's",
+                f"{_f(f['ours']['highest_sustainable_per_s'])}/s{bound}",
+                f"2 × {_f(f['pgqueuer']['highest_sustainable_per_s'])}/s",
+                ratio / 2,
+            )
+        )
+        future = f.get("future") or {}
+        if future.get("ratio_to_empty") is not None:
+            rows.append(
+                (
+                    "… with 1 M future rows: no more than 10 % slower",
+                    f"{_f(future['highest_sustainable_per_s'])}/s = {_r(future['ratio_to_empty'])} of empty",
+                    "0.90",
+                    future["ratio_to_empty"] / 0.9,
+                )
+            )
     return rows
+
+
+def section_inflow(d: dict[str, Any]) -> list[str]:
+    f = d.get("inflow")
+    if not f:
+        return []
+    out = [
+        "## Steady inflow (PostgreSQL)",
+        "",
+        f"`bench/inflow.py`: one producer process schedules due-now rows at a fixed rate R (R/100 every 10 ms; "
+        f"ours `schedule_batch`, pgqueuer `enqueue` with lists) while {f['procs']} worker processes drain, "
+        f"defaults of both; {_f(f['window_s'], 0)} s per step; sustainable = the producer achieved ≥ "
+        f"{_f(100 * f['achieved_share'], 0)} % of R and the backlog's slope over the second half < "
+        f"{_f(100 * f['bounded_slope'], 0)} % of the rate. R doubles from {_f(f['start_rate'])}/s until a step "
+        f"fails, then {f['bisections']} bisections, ours and pgqueuer taking turns. Lag = handler start − due "
+        "time at half of each system's own highest rate. Load average "
+        f"{f.get('loadavg_start')} at the start, {f.get('loadavg_end')} at the end.",
+        "",
+    ]
+    rows = []
+    for name in ("ours", "pgqueuer"):
+        s = f.get(name) or {}
+        rows.append(
+            [
+                name,
+                f"**{_f(s.get('highest_sustainable_per_s'))}**",
+                _f(s.get("achieved_at_highest_per_s")),
+                ", ".join(_f(x) for x in s.get("producer_bound_steps") or []) or "–",
+                _f(s.get("half_rate_per_s")),
+                f"{_f(s.get('lag_p50_ms'), 1)} / {_f(s.get('lag_p95_ms'), 1)}",
+            ]
+        )
+    out += _table(
+        [
+            "",
+            "highest sustainable /s",
+            "achieved /s",
+            "producer-bound steps /s",
+            "half rate /s",
+            "lag p50 / p95 ms",
+        ],
+        rows,
+    )
+    out += ["", f"Ours ÷ pgqueuer: **{_r(f.get('ours_over_pgqueuer'))}**.", ""]
+    future = f.get("future")
+    if future:
+        half = future.get("half_rate") or {}
+        out += [
+            f"With {_f(future['rows'])} future rows (loaded in {future['load_s']} s, analysed): ours sustained "
+            f"{_f(future.get('highest_sustainable_per_s'))}/s, {_r(future.get('ratio_to_empty'))} of the empty "
+            f"table ({future.get('ratio_note', '')}); lag at {_f(half.get('rate'))}/s p50 "
+            f"{_f(half.get('lag_p50_ms'), 1)} ms, p95 {_f(half.get('lag_p95_ms'), 1)} ms.",
+            "",
+        ]
+    out += [f"Command: `{f.get('command') or './run bench inflow'}`", ""]
+    return out
 
 
 def section_backlog(d: dict[str, Any]) -> list[str]:
@@ -107,4 +185,4 @@ def section_backlog(d: dict[str, Any]) -> list[str]:
     return out
 
 
-SECTIONS = (section_backlog,)
+SECTIONS = (section_backlog, section_inflow)

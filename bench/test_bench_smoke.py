@@ -22,7 +22,7 @@ from bench.common import Settings
 pytestmark = pytest.mark.timeout(120)
 
 #: benchmarks whose smoke run has a fixture of its own (``-k pipeline`` runs only it)
-OWN_FIXTURE = ("pipeline",)
+OWN_FIXTURE = ("pipeline", "inflow")  # inflow's: bench/test_inflow_smoke.py
 
 
 @pytest.fixture(scope="module")
