@@ -75,7 +75,8 @@ def goals(d: dict[str, Any]) -> list[Row]:
     f = d.get("inflow")
     if f and f.get("ours_over_pgqueuer") is not None:
         ratio = f["ours_over_pgqueuer"]
-        bound = " (ours producer-bound above it)" if f["ours"].get("producer_bound_steps") else ""
+        steps = f["ours"].get("producer_bound_steps") or []
+        bound = f" (producer-bound at {', '.join(_f(x) for x in steps)}/s)" if steps else ""
         rows.append(
             (
                 "PG, steady inflow, 4 procs, defaults: highest sustainable rate ≥ 2 × pgqueuer's",
