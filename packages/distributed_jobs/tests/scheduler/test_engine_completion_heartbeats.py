@@ -12,8 +12,11 @@ import sqlalchemy as sa
 from ekbatan.distributed_jobs.scheduler import Scheduler, Tasks
 from testsupport import wait_until
 
-HEARTBEAT = timedelta(milliseconds=100)
-MISSED_LIMIT = 4
+# A dead window of 1.6 s: long enough that a heartbeat loop stalled by a busy host (a loaded
+# CI machine once held it past a 0.4 s window, and the row was revived) is not taken for a dead
+# one; the test still holds the delete for more than two of them.
+HEARTBEAT = timedelta(milliseconds=200)
+MISSED_LIMIT = 8
 DEAD_WINDOW = HEARTBEAT * MISSED_LIMIT
 
 
@@ -52,7 +55,7 @@ def test_a_finished_execution_keeps_heartbeating_while_its_delete_is_held_up(eng
                     and current.last_heartbeat is not None
                     and current.last_heartbeat - finished.last_heartbeat > 2 * DEAD_WINDOW
                 ),
-                timeout=10,
+                timeout=20,
                 message="heartbeats of the finished row while its delete waits",
             )
             still = row()
