@@ -51,7 +51,7 @@ def sizes(settings: Settings) -> list[int]:
     return [20_000, 100_000, 1_000_000]
 
 
-def peer_sizes(settings: Settings, all_sizes: list[int]) -> list[int]:
+def peer_sizes(all_sizes: list[int]) -> list[int]:
     # pgqueuer drains about 1 k/s from a big backlog: 1 M would take a quarter of an hour
     return [n for n in all_sizes if n <= 100_000]
 
@@ -87,7 +87,7 @@ def run(settings: Settings) -> dict[str, Any]:
             for n in all_sizes:
                 for dialect, db in opened.items():
                     record(f"{dialect} ours {n}", ours(db.url, n))
-                if with_peer and n in peer_sizes(settings, all_sizes):
+                if with_peer and n in peer_sizes(all_sizes):
                     record(f"postgres pgqueuer {n}", pgqueuer(settings, n))
             # the smallest size again after the biggest: the curve's baseline is the mean of
             # both, so a host that grew busier or quieter during the long drains tilts it less
@@ -131,7 +131,7 @@ def run(settings: Settings) -> dict[str, Any]:
             }
     versus: dict[str, Any] = {}
     if with_peer:
-        for n in peer_sizes(settings, all_sizes):
+        for n in peer_sizes(all_sizes):
             rs = per_round(f"postgres ours {n}", f"postgres pgqueuer {n}")
             versus[f"{n}"] = {"median": median([r for r in rs if r]), "rounds": rs}
         rs = per_round(f"postgres ours {first} from spawn", f"postgres pgqueuer {first} from spawn")

@@ -91,15 +91,14 @@ class TableAccess:
     def _prepare_statements(self) -> None:
         t = self.table_name
         self._order_due = self.dialect.priority_order() if self.priority_enabled else "execution_time ASC"
-        insert_cols = "task_name, task_instance, task_data, execution_time, picked, version"
-        # every value a placeholder: PyMySQL folds an executemany into one multi-row INSERT only then
-        insert_vals = ":task_name, :task_instance, :task_data, :execution_time, :picked, :version"
+        columns = ["task_name", "task_instance", "task_data", "execution_time", "picked", "version"]
         if self.priority_enabled:
-            insert_cols += ", priority"
-            insert_vals += ", :priority"
-        plain_insert = f"INSERT INTO {t} ({insert_cols}) VALUES ({insert_vals})"
+            columns.append("priority")
+        self._insert_columns = tuple(columns)
+        # every value a placeholder: PyMySQL folds an executemany into one multi-row INSERT only then
+        values = ", ".join(f":{c}" for c in columns)
+        plain_insert = f"INSERT INTO {t} ({', '.join(columns)}) VALUES ({values})"
         self._sql_insert = sa.text(plain_insert)
-        self._insert_columns = tuple(c.strip() for c in insert_cols.split(","))
         self._sql_insert_many = self.dialect.insert_many(t, self._insert_columns)
         if_absent = self.dialect.insert_if_absent(plain_insert)
         self._sql_insert_if_absent = None if if_absent is None else sa.text(if_absent)
