@@ -326,6 +326,14 @@ def test_clock_ahead_takes_a_healthy_execution_only_beyond_the_documented_tolera
             interval=0.1,
             message="the process far ahead revives the healthy execution",
         )
+        # the event is counted before the revival's write commits; released before that write,
+        # the owner's completion would still find version 2 and delete the row unrevived
+        wait_until(
+            lambda: len(_hold_runs(engine)) == 2,
+            timeout=30,
+            interval=0.05,
+            message="the revived execution claimed and run again",
+        )
         assert _event_count(ahead, "DEAD_EXECUTION") == 0
         owner.send("release")
         wait_until(
