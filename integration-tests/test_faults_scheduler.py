@@ -1,5 +1,5 @@
 """Faults injected into real scheduler processes: SIGKILL, SIGSTOP, a clock that runs ahead, a
-handler that never returns; and a load held: 100,000 executions due at once on 4 processes.
+handler that never returns (the load held is in ``test_load_held.py``).
 
 Every process is ``scheduler_fault_node.py`` (next to this file) on one shared database; what
 ran is read from the ``fault_runs`` table its handlers write, and the state from
@@ -9,7 +9,6 @@ killed on the way out, whatever happens.
 
 from __future__ import annotations
 
-import base64
 import collections
 import itertools
 import signal
@@ -26,20 +25,16 @@ from ekbatan.distributed_jobs.scheduler import (
     Execution,
     SchedulerClient,
     TaskInstance,
-    create_table,
 )
 from testsupport import IsolatedDatabase, wait_until
 from testsupport.scheduler_process import SchedulerProcess, scheduler_processes
 
-NODE = Path(__file__).resolve().with_name("scheduler_fault_node.py")
-sys.path.insert(0, str(NODE.parent))
-from scheduler_fault_node import HOLD_TASK, METADATA, WORK_TASK, tick_name  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scheduler_faults as faults
+from scheduler_fault_node import HOLD_TASK, WORK_TASK, tick_name
+from scheduler_faults import HB_S, MISSED_LIMIT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-HB_S = 0.5
-MISSED_LIMIT = 4
-OPTIONS = {"hb_ms": int(HB_S * 1000), "missed_limit": MISSED_LIMIT, "poll_ms": 50}
 
 TICKS = 5
 TICK_MS = 200
@@ -47,54 +42,17 @@ TICK_MS = 200
 
 @pytest.fixture
 def engine(database: IsolatedDatabase) -> Iterator[sa.Engine]:
-    """An engine on a fresh database holding ``scheduled_tasks`` and ``fault_runs``."""
-    eng = database.engine()
-    create_table(eng)
-    METADATA.create_all(eng)
-    yield eng
-    eng.dispose()
-
-
-def _node(
-    database: IsolatedDatabase, procs: list[SchedulerProcess], name: str, **options: object
-) -> SchedulerProcess:
-    proc = SchedulerProcess(database.url, name, script=NODE, **{**OPTIONS, **options})
-    procs.append(proc)
-    return proc
-
-
-def _runs(engine: sa.Engine, task: str | None = None) -> list[sa.Row]:
-    query = "SELECT task, instance, pid, node, version, at_us FROM fault_runs"
-    params = {}
-    if task is not None:
-        query += " WHERE task = :task"
-        params["task"] = task
-    with engine.connect() as conn:
-        return list(conn.execute(sa.text(query + " ORDER BY id"), params))
-
-
-def _scalar(engine: sa.Engine, query: str, **params: object) -> int:
-    with engine.connect() as conn:
-        return conn.execute(sa.text(query), params).scalar_one()
-
-
-def _row(engine: sa.Engine, task: str, instance_id: str) -> Execution | None:
-    return SchedulerClient(engine).repository.get_execution(task, instance_id)
-
-
-def _status(proc: SchedulerProcess) -> dict[str, int]:
-    proc.send("status")
-    return proc.expect("status", 30)["events"]
+    yield from faults.fault_engine(database)
 
 
 def _hold_running(engine: sa.Engine, owner: SchedulerProcess) -> Execution:
     """Schedule ``hold``; return its row once ``owner`` runs it and has heartbeated after the claim."""
     SchedulerClient(engine).schedule(TaskInstance(HOLD_TASK, "h"))
     assert owner.expect("handler_started", 60)["version"] == 2
-    claimed = _row(engine, HOLD_TASK, "h")
+    claimed = faults.row(engine, HOLD_TASK, "h")
     assert claimed is not None and claimed.picked_by == owner.name
     wait_until(
-        lambda: _row(engine, HOLD_TASK, "h").last_heartbeat > claimed.last_heartbeat,
+        lambda: faults.row(engine, HOLD_TASK, "h").last_heartbeat > claimed.last_heartbeat,
         timeout=30,
         message="a heartbeat after the claim",
     )
@@ -130,7 +88,7 @@ def test_workers_killed_repeatedly_every_task_completes_and_recurring_jobs_keep_
     killed: dict[int, str] = {}  # pid -> name
     killed_holding = 0
     with scheduler_processes() as procs:
-        stable = [_node(database, procs, f"stable-{i}", **node_options) for i in range(1, 4)]
+        stable = [faults.node(database, procs, f"stable-{i}", **node_options) for i in range(1, 4)]
         for proc in stable:
             proc.start()
         began = time.monotonic()
@@ -143,15 +101,17 @@ def test_workers_killed_repeatedly_every_task_completes_and_recurring_jobs_keep_
         victim_no = 0
         while remaining:
             victim_no += 1
-            victim = _node(database, procs, f"victim-{victim_no}", **node_options)
+            victim = faults.node(database, procs, f"victim-{victim_no}", **node_options)
             victim.start()
             pid = victim.pid
             kill_at = time.monotonic() + KILL_EVERY_S
             while time.monotonic() < kill_at and (
-                remaining := _scalar(engine, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'work'")
+                remaining := faults.scalar(
+                    engine, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'work'"
+                )
             ):
                 time.sleep(0.05)
-            holding = _scalar(
+            holding = faults.scalar(
                 engine, "SELECT COUNT(*) FROM scheduled_tasks WHERE picked_by = :n", n=victim.name
             )
             victim.signal(signal.SIGKILL)
@@ -169,7 +129,9 @@ def test_workers_killed_repeatedly_every_task_completes_and_recurring_jobs_keep_
         settled = time.time_ns() // 1000
         # the recurring jobs keep running after the last kill too
         wait_until(
-            lambda: all(any(r.at_us > settled for r in _runs(engine, tick_name(i))) for i in range(TICKS)),
+            lambda: all(
+                any(r.at_us > settled for r in faults.runs(engine, tick_name(i))) for i in range(TICKS)
+            ),
             timeout=max_gap_s + 5,
             message="every recurring job ran after the last kill",
         )
@@ -181,7 +143,7 @@ def test_workers_killed_repeatedly_every_task_completes_and_recurring_jobs_keep_
     assert len(killed) >= 2, f"only {len(killed)} kill(s): the workload ended too soon to test anything"
     assert killed_holding >= 1, "no victim held a row when killed"
 
-    work = _runs(engine, WORK_TASK)
+    work = faults.runs(engine, WORK_TASK)
     by_instance = collections.defaultdict(list)
     for run in work:
         by_instance[run.instance].append(run.pid)
@@ -192,10 +154,10 @@ def test_workers_killed_repeatedly_every_task_completes_and_recurring_jobs_keep_
         assert len(survivors) <= 1, f"task {instance} ran {len(survivors)} times on live processes: {pids}"
     duplicated = sum(len(p) > 1 for p in by_instance.values())
     print(f"{duplicated} task(s) ran twice (each time once by a killed process)")
-    assert _scalar(engine, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'work'") == 0
+    assert faults.scalar(engine, "SELECT COUNT(*) FROM scheduled_tasks WHERE task_name = 'work'") == 0
 
     for i in range(TICKS):
-        times = [r.at_us for r in _runs(engine, tick_name(i))]
+        times = [r.at_us for r in faults.runs(engine, tick_name(i))]
         gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(times)]
         assert max(gaps) <= max_gap_s, f"tick-{i} paused {max(gaps):.2f}s (limit {max_gap_s}s)"
 
@@ -221,9 +183,9 @@ def _picked_by(engine: sa.Engine, names: Iterable[str]) -> int:
 def _just_after_heartbeat(engine: sa.Engine) -> None:
     """Return right after the next heartbeat of ``hold`` commits, so that a SIGSTOP then does not
     freeze its owner inside a write transaction (holding a row lock, or SQLite's write lock)."""
-    beat = _row(engine, HOLD_TASK, "h").last_heartbeat
+    beat = faults.row(engine, HOLD_TASK, "h").last_heartbeat
     wait_until(
-        lambda: _row(engine, HOLD_TASK, "h").last_heartbeat > beat,
+        lambda: faults.row(engine, HOLD_TASK, "h").last_heartbeat > beat,
         timeout=30,
         interval=0.002,
         message="a heartbeat",
@@ -231,21 +193,21 @@ def _just_after_heartbeat(engine: sa.Engine) -> None:
 
 
 def _hold_runs(engine: sa.Engine) -> list[tuple[str, int]]:
-    return [(r.node, r.version) for r in _runs(engine, HOLD_TASK)]
+    return [(r.node, r.version) for r in faults.runs(engine, HOLD_TASK)]
 
 
 def _event_count(proc: SchedulerProcess, event: str) -> int:
-    return _status(proc).get(event, 0)
+    return faults.status(proc).get(event, 0)
 
 
 # --------------------------------------------------------------------------- stalled process
 @pytest.mark.dialects("postgres", "mariadb", "sqlite")
 def test_stalled_process_cannot_record_a_result_or_overwrite_the_new_owner(database, engine):
     with scheduler_processes() as procs:
-        stalled = _node(database, procs, "stalled", hold=True)
+        stalled = faults.node(database, procs, "stalled", hold=True)
         stalled.start()
         _hold_running(engine, stalled)
-        rescuer = _node(database, procs, "rescuer", hold=True)
+        rescuer = faults.node(database, procs, "rescuer", hold=True)
         rescuer.start()
         _just_after_heartbeat(engine)
         stalled.signal(signal.SIGSTOP)
@@ -261,11 +223,11 @@ def test_stalled_process_cannot_record_a_result_or_overwrite_the_new_owner(datab
             message="the stalled process's completion refused",
         )
         # its heartbeats, if any got through, changed nothing either: the rescuer still owns it
-        owned = _row(engine, HOLD_TASK, "h")
+        owned = faults.row(engine, HOLD_TASK, "h")
         assert (owned.picked, owned.picked_by, owned.version) == (True, "rescuer", 4)
         rescuer.send("release")
         wait_until(
-            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="the rescuer's completion"
+            lambda: faults.row(engine, HOLD_TASK, "h") is None, timeout=30, message="the rescuer's completion"
         )
         stalled_report = stalled.stop()
         rescuer_report = rescuer.stop()
@@ -293,10 +255,10 @@ BEYOND_DEAD_WINDOW_MS = 5000
 @pytest.mark.dialects("postgres", "mariadb", "sqlite")
 def test_clock_ahead_takes_a_healthy_execution_only_beyond_the_documented_tolerance(database, engine):
     with scheduler_processes() as procs:
-        owner = _node(database, procs, "owner", hold=True, missed_limit=SKEW_MISSED_LIMIT)
+        owner = faults.node(database, procs, "owner", hold=True, missed_limit=SKEW_MISSED_LIMIT)
         owner.start()
         _hold_running(engine, owner)
-        ahead = _node(
+        ahead = faults.node(
             database, procs, "ahead", clock_offset_ms=WITHIN_TOLERANCE_MS, missed_limit=SKEW_MISSED_LIMIT
         )
         ahead.start()
@@ -307,12 +269,12 @@ def test_clock_ahead_takes_a_healthy_execution_only_beyond_the_documented_tolera
             interval=0.2,
             message="five dead-execution rounds on the process ahead",
         )
-        kept = _row(engine, HOLD_TASK, "h")
+        kept = faults.row(engine, HOLD_TASK, "h")
         assert (kept.picked, kept.picked_by, kept.version) == (True, "owner", 2)
         assert _event_count(ahead, "DEAD_EXECUTION") == 0
 
         # the documented limit: ahead by more than the dead window, every heartbeat looks dead
-        far = _node(
+        far = faults.node(
             database,
             procs,
             "far-ahead",
@@ -337,7 +299,9 @@ def test_clock_ahead_takes_a_healthy_execution_only_beyond_the_documented_tolera
         assert _event_count(ahead, "DEAD_EXECUTION") == 0
         owner.send("release")
         wait_until(
-            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="the revived run completes"
+            lambda: faults.row(engine, HOLD_TASK, "h") is None,
+            timeout=30,
+            message="the revived run completes",
         )
         for proc in (owner, ahead, far):
             proc.stop()
@@ -353,7 +317,7 @@ SHUTDOWN_WAIT_S = 1.0
 @pytest.mark.dialects("postgres", "mariadb", "sqlite")
 def test_hung_job_stalls_nothing_else_and_stop_abandons_it_to_be_revived_elsewhere(database, engine):
     with scheduler_processes() as procs:
-        hung = _node(
+        hung = faults.node(
             database,
             procs,
             "hung",
@@ -368,16 +332,20 @@ def test_hung_job_stalls_nothing_else_and_stop_abandons_it_to_be_revived_elsewhe
         # the other jobs of the same process keep running while one hangs
         since = time.time_ns() // 1000
         wait_until(
-            lambda: all(sum(r.at_us > since for r in _runs(engine, tick_name(i))) >= 5 for i in range(2)),
+            lambda: all(
+                sum(r.at_us > since for r in faults.runs(engine, tick_name(i))) >= 5 for i in range(2)
+            ),
             timeout=30,
             message="both recurring jobs ran five times beside the hung one",
         )
         report = hung.stop()
-        assert _row(engine, HOLD_TASK, "h").picked_by == "hung"  # abandoned, still picked
-        rescuer = _node(database, procs, "rescuer")
+        assert faults.row(engine, HOLD_TASK, "h").picked_by == "hung"  # abandoned, still picked
+        rescuer = faults.node(database, procs, "rescuer")
         rescuer.start()
         wait_until(
-            lambda: _row(engine, HOLD_TASK, "h") is None, timeout=30, message="revived and run elsewhere"
+            lambda: faults.row(engine, HOLD_TASK, "h") is None,
+            timeout=30,
+            message="revived and run elsewhere",
         )
         rescuer_report = rescuer.stop()
 
@@ -392,91 +360,3 @@ def test_hung_job_stalls_nothing_else_and_stop_abandons_it_to_be_revived_elsewhe
     assert stderr.count("waiting up to") == 1 and stderr.count("abandoning executions") == 1, stderr
     assert _hold_runs(engine) == [("hung", 2), ("rescuer", 4)]
     assert rescuer_report["events"].get("DEAD_EXECUTION") == 1
-
-
-# --------------------------------------------------------------------------- load held
-LOAD_TASKS = 100_000
-LOAD_WORKERS = 4
-RSS_SAMPLE_S = 0.25
-#: the last third of the run may peak above the first third by this much: allocator noise and
-#: pools filling up, not a leak, which grows with every execution (100,000 of them here)
-RSS_MARGIN = 0.10
-RSS_MARGIN_MIB = 16
-
-
-def _rss_mib(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
-@pytest.mark.dialects("postgres", "mariadb")
-def test_load_held_every_execution_due_at_once_runs_exactly_once_and_memory_stays_flat(database, engine):
-    # A 10 s dead window: two shared cores under this load may delay a heartbeat by seconds, and
-    # a revival would be a correct second run, not the exactly-once this test checks.
-    options = {"threads": 8, "hb_ms": 1000, "missed_limit": 10, "poll_ms": 100}
-    options |= {"tally": LOAD_TASKS, "strategy": "lock_and_fetch"}
-    with scheduler_processes() as procs:
-        workers = [_node(database, procs, f"load-{i}", **options) for i in range(LOAD_WORKERS)]
-        for worker in workers:
-            worker.expect("built", 60)
-        began = time.monotonic()
-        assert (
-            SchedulerClient(engine).schedule_batch(
-                (TaskInstance(WORK_TASK, str(i)) for i in range(LOAD_TASKS)), chunk_size=5000
-            )
-            == LOAD_TASKS
-        )
-        scheduled_s = time.monotonic() - began
-        for worker in workers:
-            worker.send("start")
-        for worker in workers:
-            worker.expect("started", 60)
-        began = time.monotonic()
-        rss: dict[str, list[float]] = {worker.name: [] for worker in workers}
-        deadline = began + 600
-        counted_at = 0.0
-        while True:
-            for worker in workers:
-                sample = _rss_mib(worker.pid)
-                assert sample is not None, f"{worker.name} died\n{worker.stderr_tail()}"
-                rss[worker.name].append(sample)
-            if time.monotonic() - counted_at >= 1.0:
-                counted_at = time.monotonic()
-                if _scalar(engine, "SELECT COUNT(*) FROM scheduled_tasks") == 0:
-                    break
-            assert time.monotonic() < deadline, "the load was not drained in 600 s"
-            time.sleep(RSS_SAMPLE_S)
-        drained_s = time.monotonic() - began
-        reports = {worker.name: worker.stop() for worker in workers}
-
-    runs = [0] * LOAD_TASKS
-    for report in reports.values():
-        for index, count in enumerate(base64.b64decode(report["tally"])):
-            runs[index] += count
-    per_count = collections.Counter(runs)
-    assert per_count == {1: LOAD_TASKS}, f"runs per execution: {dict(per_count)} (expected every one once)"
-    for name, report in reports.items():
-        errors = [line for line in report["stderr"].splitlines() if " ERROR " in line or "Traceback" in line]
-        assert not errors, f"{name} logged errors:\n" + "\n".join(errors[:20])
-        assert report["events"].get("UNEXPECTED_ERROR", 0) == 0, report["events"]
-        assert report["events"].get("DEAD_EXECUTION", 0) == 0, report["events"]
-
-    lines = []
-    growing = []
-    for name, samples in rss.items():
-        third = max(1, len(samples) // 3)
-        first, last = max(samples[:third]), max(samples[-third:])
-        lines.append(f"{name}: peak {max(samples):.1f} MiB, first third {first:.1f}, last third {last:.1f}")
-        if last > first * (1 + RSS_MARGIN) + RSS_MARGIN_MIB:
-            growing.append(name)
-    print(
-        f"{LOAD_TASKS} executions scheduled in {scheduled_s:.1f}s, drained by {LOAD_WORKERS} processes in "
-        f"{drained_s:.1f}s ({len(next(iter(rss.values())))} RSS samples each)\n" + "\n".join(lines)
-    )
-    assert not growing, "RSS kept growing:\n" + "\n".join(lines)
