@@ -280,6 +280,9 @@ def test_a_rolled_back_action_sends_no_wakeup_and_fanout_wakes_handling(one_shar
         assert fanout.drain_one_round()
         assert notifications_woken.wait(5), "fan-out did not announce its notifications"
         assert [r.payload["name"] for r in one_shard.notifications()] == ["w2"]
+        notifications_woken.clear()
+        assert not fanout.drain_one_round()  # nothing to fan out: nothing announced
+        assert not notifications_woken.wait(0.5)
     finally:
         on_events.stop()
         on_notifications.stop()

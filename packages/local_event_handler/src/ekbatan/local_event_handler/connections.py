@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
@@ -34,42 +34,38 @@ def pipeline_connection(provider: ConnectionProvider, *, writes: bool = True) ->
     * PostgreSQL: index scans for the pipeline's statements (see ``_POSTGRESQL_READS``) and, for
       writes, ``synchronous_commit = off``. Every write here can be repeated safely — a lost
       fan-out is fanned out again (the unique key absorbs it), a lost outcome means one more
-      delivery, which at-least-once delivery allows. The settings last while the pipeline holds
-      the connection; the pool gets it back with the values it had, so the application's own
-      transactions, handlers' included, keep the server's settings.
+      delivery, which at-least-once delivery allows. The settings are transaction-local, set as
+      each of this connection's transactions begins: they end with the transaction whatever
+      happens, so the pool never gets a changed session back (the application's own
+      transactions, handlers' included, keep the server's settings), and no round trips are
+      spent setting and restoring them around every round.
     * SQLite has neither; it locks the whole file anyway.
     """
     settings = {}
     if provider.dialect is DialectName.POSTGRESQL:
         settings = {**_POSTGRESQL_READS, **(_POSTGRESQL_WRITES if writes else {})}
     connection = provider.connect()
-    previous: dict[str, str] = {}
     try:
         if provider.dialect in _MYSQL_FAMILY:
             connection.execution_options(isolation_level="READ COMMITTED")
         elif settings:
-            previous = _set(connection, settings)
-            connection.commit()
+            relax = _set_local(settings)
+            sa.event.listen(connection, "begin", relax)
         yield connection
     finally:
-        if previous and not connection.invalidated:
-            try:
-                connection.rollback()
-                _set(connection, previous)
-                connection.commit()
-            except Exception:
-                # never hand a changed session back to the pool, nor hide the error that got here
-                connection.invalidate()
         connection.close()
 
 
-def _set(connection: sa.Connection, settings: dict[str, str]) -> dict[str, str]:
-    """Apply ``settings`` to the session in one round trip; return the values they replaced."""
+def _set_local(settings: dict[str, str]) -> Callable[[sa.Connection], None]:
+    """A ``begin`` hook applying ``settings`` to the transaction that begins, in one round trip."""
     names = list(settings)
-    reads = ", ".join(f"current_setting(:name_{i})" for i in range(len(names)))
-    writes = ", ".join(f"set_config(:name_{i}, :value_{i}, false)" for i in range(len(names)))
+    statement = sa.text(
+        "SELECT " + ", ".join(f"set_config(:name_{i}, :value_{i}, true)" for i in range(len(names)))
+    )
     params = {f"name_{i}": name for i, name in enumerate(names)}
     params |= {f"value_{i}": settings[name] for i, name in enumerate(names)}
-    # the SELECT list is evaluated left to right: the old values are read before they change
-    old = connection.execute(sa.text(f"SELECT {reads}, {writes}"), params).one()
-    return {name: old[i] for i, name in enumerate(names)}
+
+    def apply(connection: sa.Connection) -> None:
+        connection.execute(statement, params)
+
+    return apply

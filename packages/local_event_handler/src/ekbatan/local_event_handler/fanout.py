@@ -16,7 +16,7 @@ from typing import Any
 
 from ekbatan.core.config import EkbatanSettings, LocalEventHandlerConfig
 from ekbatan.core.outbox.clock import utc_now
-from ekbatan.core.outbox.wakeups import events_channel, notifications_channel, notify
+from ekbatan.core.outbox.wakeups import events_channel
 from ekbatan.core.persistence import DialectName, TransactionManager
 from ekbatan.core.sharding.shard_identifier import ShardIdentifier
 from ekbatan.local_event_handler.connections import pipeline_connection
@@ -96,9 +96,8 @@ class EventFanoutJob(PipelineJob):
         statements = self._statements(manager)
         now = utc_now(self._clock)
         with pipeline_connection(manager.primary) as connection, connection.begin():
+            # on PostgreSQL the statement itself also notifies the handling job's listeners
             events, notifications = statements.run(connection, self._batch_size, now)
-            if notifications and manager.dialect is DialectName.POSTGRESQL:
-                notify(connection, notifications_channel(manager.eventlog_schema))
         if events:
             with self._counts:
                 self.fanned_out += events
