@@ -30,6 +30,7 @@ BENCHMARKS = (
     "bulk",
     "profile",
     "pipeline",
+    "outbox_peer",
 )
 
 

@@ -26,12 +26,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing as mp
-import os
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -163,59 +160,24 @@ def producer(pipe: Any, go: Any, pg_url: str, rate: float, seconds: float) -> No
     pipe.send({"event": "report", **report})
 
 
-def _spawn(target: Callable[..., None], args_for: list[tuple[Any, ...]]) -> tuple[list, list, Any]:
-    """Processes that report ready, then wait for the returned event."""
-    ctx = mp.get_context("spawn")
-    go = ctx.Event()
-    processes, pipes = [], []
-    for args in args_for:
-        parent, child = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=target, args=(child, go, *args), daemon=True)
-        p.start()
-        child.close()
-        processes.append(p)
-        pipes.append(parent)
-    for pipe in pipes:
-        msg = pipe.recv() if pipe.poll(60) else {"event": "error", "error": "not ready within 60 s"}
-        if msg.get("event") != "ready":
-            _stop_and_collect(processes, pipes)
-            raise RuntimeError(f"a process failed to start: {msg}")
-    return processes, pipes, go
-
-
-def _stop_and_collect(processes: list, pipes: list, timeout: float = 15.0) -> list[dict[str, Any]]:
-    """SIGTERM each process, read its report (a big one would block its exit), then reap it."""
-    from peer_runner import _stop
-
-    for p in processes:
-        if p.is_alive() and p.pid:
-            os.kill(p.pid, signal.SIGTERM)
-    reports = []
-    deadline = time.monotonic() + timeout
-    for pipe in pipes:
-        try:
-            ok = pipe.poll(max(0.1, deadline - time.monotonic()))
-            reports.append(pipe.recv() if ok else {"error": "no report before the deadline"})
-        except EOFError:
-            reports.append({"error": "exited without a report"})
-    _stop(processes)
-    return reports
-
-
 # ------------------------------------------------------------------------------ one step
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    import psycopg
-    from peer_runner import _admin, _dsn, _install, _peer_version, _pg_url
+    from peer_runner import peer_database
 
-    db = f"bench_inflow_{uuid.uuid4().hex[:10]}"
-    with _admin(args.pg) as admin:
-        admin.execute(f'CREATE DATABASE "{db}"')
+    with peer_database(args.pg, "bench_inflow") as db:
+        return _step(args, db)
+
+
+def _step(args: argparse.Namespace, db: str) -> dict[str, Any]:
+    import psycopg
+    from peer_runner import _dsn, _install, _peer_version, _pg_url, spawn, stop_and_collect
+
     consumers: list = []
     try:
         asyncio.run(_install("pgqueuer", args.pg, db))
         url = _pg_url(args.pg, db)
-        consumers, consumer_pipes, consumers_go = _spawn(consumer, [(url,)] * args.procs)
-        feeders, feeder_pipes, feeder_go = _spawn(producer, [(url, args.rate, args.seconds)])
+        consumers, consumer_pipes, consumers_go = spawn(consumer, [(url,)] * args.procs)
+        feeders, feeder_pipes, feeder_go = spawn(producer, [(url, args.rate, args.seconds)])
         with psycopg.connect(_dsn(args.pg, db), autocommit=True) as mon:
 
             def backlog() -> int:
@@ -229,11 +191,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             fed = (
                 feeder_pipes[0].recv() if feeder_pipes[0].poll(args.seconds + 60) else {"error": "no report"}
             )
-            _stop_and_collect(feeders, feeder_pipes)
+            stop_and_collect(feeders, feeder_pipes)
             at_end = samples[-1][1]
             drained = wait_empty(backlog, args.drain) if worth_draining(int(at_end), args.rate) else None
             left = backlog()
-        reports = _stop_and_collect(consumers, consumer_pipes)
+        reports = stop_and_collect(consumers, consumer_pipes)
         consumers = []
         lags = [round(x, 5) for r in reports for x in r.get("lags", [])]
         return {
@@ -255,8 +217,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             from peer_runner import _stop
 
             _stop(consumers)
-        with _admin(args.pg) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

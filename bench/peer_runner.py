@@ -31,6 +31,8 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 PEERS = ("pgqueuer", "procrastinate")
@@ -174,15 +176,21 @@ def worker(pipe: Any, go: Any, peer: str, base: str, db: str, concurrency: int, 
             await qm.run()
         else:
             app = _procrastinate_app(base, db, sink if report_samples else None)
-            async with app.open_async():
-                pipe.send({"event": "ready"})
-                await loop.run_in_executor(None, go.wait)
-                await app.run_worker_async(concurrency=concurrency, install_signal_handlers=True)
+            await serve_procrastinate(app, pipe, go, concurrency)
 
     try:
         asyncio.run(main())
     except Exception as exc:
         pipe.send({"event": "error", "error": f"{type(exc).__name__}: {exc}"})
+
+
+async def serve_procrastinate(app: Any, pipe: Any, go: Any, concurrency: int) -> None:
+    """Open ``app``, report ready, wait for ``go``, then run a worker until SIGTERM."""
+    loop = asyncio.get_running_loop()
+    async with app.open_async():
+        pipe.send({"event": "ready"})
+        await loop.run_in_executor(None, go.wait)
+        await app.run_worker_async(concurrency=concurrency, install_signal_handlers=True)
 
 
 def _start(
@@ -229,12 +237,66 @@ def _admin(base: str) -> Any:
     return psycopg.connect(_dsn(base, "postgres"), autocommit=True)
 
 
+@contextmanager
+def peer_database(base: str, prefix: str) -> Iterator[str]:
+    """A throwaway database ``<prefix>_<random>`` on the server, dropped (connections and all)
+    afterwards."""
+    db = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with _admin(base) as admin:
+        admin.execute(f'CREATE DATABASE "{db}"')
+    try:
+        yield db
+    finally:
+        with _admin(base) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def spawn(target: Callable[..., None], args_for: list[tuple[Any, ...]]) -> tuple[list, list, Any]:
+    """Processes ``target(pipe, go, *args)`` that report ready, then wait for the returned event."""
+    ctx = mp.get_context("spawn")
+    go = ctx.Event()
+    processes, pipes = [], []
+    for args in args_for:
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=target, args=(child, go, *args), daemon=True)
+        p.start()
+        child.close()
+        processes.append(p)
+        pipes.append(parent)
+    for pipe in pipes:
+        msg = pipe.recv() if pipe.poll(60) else {"event": "error", "error": "not ready within 60 s"}
+        if msg.get("event") != "ready":
+            stop_and_collect(processes, pipes)
+            raise RuntimeError(f"a process failed to start: {msg}")
+    return processes, pipes, go
+
+
+def stop_and_collect(processes: list, pipes: list, timeout: float = 15.0) -> list[dict[str, Any]]:
+    """SIGTERM each process, read its report (a big one would block its exit), then reap it."""
+    for p in processes:
+        if p.is_alive() and p.pid:
+            os.kill(p.pid, signal.SIGTERM)
+    reports = []
+    deadline = time.monotonic() + timeout
+    for pipe in pipes:
+        try:
+            ok = pipe.poll(max(0.1, deadline - time.monotonic()))
+            reports.append(pipe.recv() if ok else {"error": "no report before the deadline"})
+        except EOFError:
+            reports.append({"error": "exited without a report"})
+    _stop(processes)
+    return reports
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+
+    with peer_database(args.pg, f"bench_{args.peer}") as db:
+        return _run_in(args, db)
+
+
+def _run_in(args: argparse.Namespace, db: str) -> dict[str, Any]:
     import psycopg
 
-    db = f"bench_{args.peer}_{uuid.uuid4().hex[:10]}"
-    with _admin(args.pg) as admin:
-        admin.execute(f'CREATE DATABASE "{db}"')
     processes: list = []
     try:
         asyncio.run(_install(args.peer, args.pg, db))
@@ -293,8 +355,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return out
     finally:
         _stop(processes)
-        with _admin(args.pg) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
 def _peer_version(peer: str) -> str | None:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -57,6 +56,7 @@ from bench.common import (
     terminate,
     write_result,
 )
+from bench.numbered_threads import run_numbered
 
 HANDLERS = ("bench-audit", "bench-index", "bench-mail")
 WRITER_THREADS = 4
@@ -341,44 +341,21 @@ def writer_worker(pipe: Any, go: Any, stop: Any, url: str, eventlog: str, opts: 
     action = _domain()["RecordItem"]()
     executor.execute(action, {"seq": -1})  # warm: compile the statements, open the connections
     threads = int(opts.get("threads", WRITER_THREADS))
-    count = opts.get("count")
     seconds = opts.get("seconds")
-    counter = iter(range(10**12))
-    lock = threading.Lock()
-    done = [0]
-    errors: list[str] = []
     pipe.send({"event": "ready"})
     go.wait()
-    t0 = time.perf_counter()
-    deadline = t0 + seconds if seconds else None
+    deadline = time.perf_counter() + seconds if seconds else None
 
-    def loop() -> None:
-        while not stop.is_set():
-            with lock:
-                seq = next(counter)
-            if count is not None and seq >= count:
-                return
-            if deadline is not None and time.perf_counter() >= deadline:
-                return
-            try:
-                executor.execute(action, {"seq": seq})
-            except Exception as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
-                if len(errors) > 20:
-                    return
-                continue
-            with lock:
-                done[0] += 1
+    def keep_going() -> bool:
+        return not stop.is_set() and (deadline is None or time.perf_counter() < deadline)
 
-    workers = [threading.Thread(target=loop) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    elapsed = time.perf_counter() - t0
+    def one(seq: int) -> None:
+        executor.execute(action, {"seq": seq})
+
+    done, elapsed, errors = run_numbered([one] * threads, opts.get("count"), keep_going)
     for manager in registry.transaction_managers():
         manager.close()
-    pipe.send({"actions": done[0], "seconds": elapsed, "errors": errors[:5]})
+    pipe.send({"actions": done, "seconds": elapsed, "errors": errors})
 
 
 def _report(crew: Any, timeout: float) -> dict[str, Any]:
@@ -527,9 +504,18 @@ def _slope(xs: list[float], ys: list[float]) -> float | None:
 
 # ----------------------------------------------------------------------------- latency
 def latency_run(
-    url: str, eventlog: str, dialect: str, *, wakeups: bool, actions: int, spacing: float, idle: float
+    url: str,
+    eventlog: str,
+    dialect: str,
+    *,
+    wakeups: bool,
+    actions: int,
+    spacing: float,
+    idle: float,
+    processes: int = 1,
 ) -> dict[str, Any]:
-    crew = start_crew(pipeline_worker, [(url, eventlog, {"record": True, "wakeups": wakeups})])
+    opts = {"record": True, "wakeups": wakeups}
+    crew = start_crew(pipeline_worker, [(url, eventlog, opts)] * processes)
     probe = Probe(url, eventlog)
     registry = _registry(url, eventlog, 2)
     executor = _executor(registry)
@@ -549,14 +535,15 @@ def latency_run(
             commits[i] = time.time()
         expected = len(HANDLERS) * actions
         _, after = _wait(probe, lambda c: c["succeeded"] >= expected, timeout=30, every=0.1)
-        [report] = crew.finish()
+        reports = crew.finish()
     finally:
         probe.close()
         for manager in registry.transaction_managers():
             manager.close()
-    lat = [t - commits[seq] for seq, _name, t in report.get("samples", []) if seq in commits]
+    samples = [sample for r in reports for sample in r.get("samples", [])]
+    lat = [t - commits[seq] for seq, _name, t in samples if seq in commits]
     first: dict[int, float] = {}
-    for seq, _name, t in report.get("samples", []):
+    for seq, _name, t in samples:
         if seq in commits:
             first[seq] = min(first.get(seq, t), t)
     first_lat = [t - commits[s] for s, t in first.items()]
@@ -574,8 +561,8 @@ def latency_run(
         "max_ms": _ms(max(lat) if lat else None),
         "first_handler_p95_ms": _ms(percentile(first_lat, 95)),
         "goal_ms": 50.0 if (dialect == "postgres" and wakeups) else 1100.0,
-        "job_failures": report.get("job_failures", []),
-        "error": report.get("error"),
+        "job_failures": [m for r in reports for m in r.get("job_failures", [])],
+        "error": next((r["error"] for r in reports if r.get("error")), None),
     }
     log(
         f"pipeline latency {dialect} wakeups={wakeups}: p50 {out['p50_ms']} ms, p95 {out['p95_ms']} ms "

@@ -95,7 +95,73 @@ def goals(d: dict[str, Any]) -> list[Row]:
                     future["ratio_to_empty"] / 0.9,
                 )
             )
+    o = d.get("outbox_peer")
+    sm = (o or {}).get("summary") or {}
+    if sm.get("rate_ratio") is not None:
+        rows.append(
+            (
+                "PG, 1 event × 3 handlers, 4 writers, 2 procs: deliveries/s ≥ 2 × procrastinate's",
+                f"{_f(sm['ours_deliveries_per_s'])}/s (rounds {_rounds(sm['rate_ratios'])} ×)",
+                f"2 × {_f(sm['peer_deliveries_per_s'])}/s",
+                sm["rate_ratio"] / 2,
+            )
+        )
+    if sm.get("p95_ratio") is not None:
+        rows.append(
+            (
+                "PG, idle, commit → handler start p95 ≤ procrastinate's",
+                f"{_f(sm['ours_p95_ms'], 1)} ms",
+                f"{_f(sm['peer_p95_ms'], 1)} ms",
+                sm["p95_ratio"],
+            )
+        )
     return rows
+
+
+def section_outbox_peer(d: dict[str, Any]) -> list[str]:
+    o = d.get("outbox_peer")
+    if not o or not o.get("rounds"):
+        return []
+    sm = o["summary"]
+    out = [
+        "## The event pipeline against procrastinate (PostgreSQL)",
+        "",
+        f"`bench/outbox_peer.py`: the same application transaction both ways — one `bench_items` row, and "
+        f"either one event with {o['handlers']} handlers (ours: `event_pipeline_jobs`, default settings, "
+        f"handling enabled, in a `JobRegistry`) or {o['handlers']} procrastinate jobs deferred on the "
+        "transaction's own connection (`task.configure(connection=conn).defer(...)`, worker concurrency 10, "
+        f"LISTEN/NOTIFY on). {o['processes']} worker processes each. **End to end**: the workers idle, then "
+        f"{o['writer_threads']} writer threads of one process run {_f(o['events'])} transactions; timed from "
+        "the writers' release until every delivery is done. **Latency**: the workers idle, another process "
+        f"runs {o['latency_actions']} transactions {o['latency_spacing_s']} s apart; handler start − the time "
+        f"the commit returned, over every delivery. Ours and procrastinate take turns; median of "
+        f"{o['repeats']} round(s).",
+        "",
+    ]
+    rows = [
+        [
+            "ours",
+            f"**{_f(sm['ours_deliveries_per_s'])}**",
+            _f(sm["ours_writer_actions_per_s"]),
+            f"{_f(sm['ours_p50_ms'], 1)} / **{_f(sm['ours_p95_ms'], 1)}**",
+        ],
+        [
+            "procrastinate",
+            f"**{_f(sm['peer_deliveries_per_s'])}**",
+            _f(sm["peer_writer_actions_per_s"]),
+            f"{_f(sm['peer_p50_ms'], 1)} / **{_f(sm['peer_p95_ms'], 1)}**",
+        ],
+    ]
+    out += _table(["", "deliveries/s end to end", "writer transactions/s", "latency p50 / p95 ms"], rows)
+    out += [
+        "",
+        f"Ours ÷ procrastinate, deliveries/s: **{_r(sm['rate_ratio'])}** (rounds {_rounds(sm['rate_ratios'])}); "
+        f"procrastinate's p95 ÷ ours: **{_r(sm['p95_ratio'])}** (rounds {_rounds(sm['p95_ratios'])}).",
+        "",
+        f"Command: `{o.get('command') or './run bench outbox_peer'}`",
+        "",
+    ]
+    return out
 
 
 def section_inflow(d: dict[str, Any]) -> list[str]:
@@ -167,7 +233,7 @@ def section_backlog(d: dict[str, Any]) -> list[str]:
         "after the load (as a burst leaves it); pgqueuer's defaults (4 processes, its bulk enqueue) take turns "
         'with ours up to 100 k. "from spawn" times the drain from the processes\' start (interpreter, imports, '
         f"connections). The curve's baseline is the mean of the 20 k drains before and after the bigger sizes "
-        "in the same round. Median of {b['repeats']} round(s); every round listed.",
+        f"in the same round. Median of {b['repeats']} round(s); every round listed.",
         "",
     ]
     rows = []
@@ -186,4 +252,4 @@ def section_backlog(d: dict[str, Any]) -> list[str]:
     return out
 
 
-SECTIONS = (section_backlog, section_inflow)
+SECTIONS = (section_backlog, section_inflow, section_outbox_peer)

@@ -112,6 +112,28 @@ def test_peers_commands_or_runs(smoke):
         assert len(data["commands"]) == len(planned)
 
 
+def test_outbox_peer_delivers_every_event_both_ways_or_says_why(smoke):
+    out, settings = smoke
+    data = _load(out, "outbox_peer")
+    if "postgres" not in settings.dbs:
+        assert data["status"].startswith("skipped"), data
+        return
+    [one] = data["rounds"]
+    ours = one["ours_end_to_end"]
+    assert ours["deliveries"] == ours["expected"] == 3 * data["events"], ours
+    assert _positive(ours["deliveries_per_s"]) and not ours["job_failures"] and not ours["error"], ours
+    latency = one["ours_latency"]
+    assert latency["n"] == latency["expected"] and latency["p95_ms"] >= latency["p50_ms"] > 0, latency
+    if peers.venv_ready(settings):
+        peer = one["peer_end_to_end"]
+        assert peer["deliveries"] == peer["expected"] == 3 * data["events"], peer
+        assert one["peer_latency"]["n"] == one["peer_latency"]["expected"], one["peer_latency"]
+        assert _positive(data["summary"]["rate_ratio"]) and _positive(data["summary"]["p95_ratio"])
+    else:
+        assert data["status"].startswith("peer unavailable"), data["status"]
+        assert all("outbox_peer_runner.py" in cmd for cmd in data["peer_commands"])
+
+
 def test_latency_records_every_task(smoke):
     out, settings = smoke
     data = _load(out, "latency")
