@@ -82,6 +82,7 @@ class EventFanoutJob(PipelineJob):
         self._wake_after.append(job)
 
     def drain_one_round(self) -> bool:
+        self._round_begins()
         fanned = self._rounds.run(self._database_registry.transaction_managers(), self._fan_out_shard)
         if fanned:
             for job in self._wake_after:
@@ -108,7 +109,7 @@ class EventFanoutJob(PipelineJob):
                 notifications,
                 manager.shard,
             )
-        return events
+        return self._shard_batch(events)
 
     def _check_subscriptions(self, manager: TransactionManager) -> None:
         assert self._handlers is not None

@@ -167,6 +167,7 @@ class EventHandlingJob(PipelineJob):
         return self._handler_timeout
 
     def drain_one_round(self) -> bool:
+        self._round_begins()
         return self._rounds.run(self._database_registry.transaction_managers(), self._handle_shard) > 0
 
     def _handle_shard(self, manager: TransactionManager) -> int:
@@ -195,7 +196,7 @@ class EventHandlingJob(PipelineJob):
             else:
                 buckets.retry[row.attempts].append(row)
         self._record(manager, t, buckets, post)
-        return len(rows)
+        return self._shard_batch(len(rows))
 
     def _invoke(self, rows: Sequence[sa.Row[Any]]) -> list[Invocation]:
         """Every row's outcome, in order; rows that cannot be called fail without a call."""

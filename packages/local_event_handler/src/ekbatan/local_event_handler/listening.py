@@ -46,12 +46,18 @@ class ShardListeners:
             for manager in managers
             if _can_listen(manager)
         ]
+        self._shards = len(managers)
         self._lock = threading.Lock()
         self._waiting_for = len(self._threads)
         #: set once every shard's listener is listening (or has failed its first try)
         self.ready = threading.Event()
         if not self._threads:
             self.ready.set()
+
+    @property
+    def covers_every_shard(self) -> bool:
+        """Whether every shard has a listener (all PostgreSQL with psycopg)."""
+        return len(self._threads) == self._shards
 
     def start(self) -> ShardListeners:
         for thread in self._threads:

@@ -125,6 +125,8 @@ class PipelineJob(DistributedJob):
         self._wakeups = wakeups
         self._wake_channel = wake_channel
         self._wakeup = threading.Event()
+        #: set by a round in which some shard filled its batch (more may be waiting there)
+        self._filled = False
 
     def name(self) -> str:
         return self._name
@@ -156,14 +158,29 @@ class PipelineJob(DistributedJob):
     def drain_one_round(self) -> bool:
         """One batch on every shard, in parallel; True when any shard had work."""
 
+    def _round_begins(self) -> None:
+        self._filled = False
+
+    def _shard_batch(self, count: int) -> int:
+        """A shard's batch of ``count`` rows is done; returns ``count``."""
+        if count >= self._batch_size:
+            self._filled = True
+        return count
+
     def execute(self, ctx: JobContext) -> None:
         listeners = None
         if self._wakeups:
             listeners = ShardListeners(
                 self._database_registry.transaction_managers(), self._wake_channel, self._wakeup, self._name
             ).start()
+        # Listening on every shard, a round that filled no batch is not followed by another at
+        # once: anything committed meanwhile has set the wake-up, and the empty round would only
+        # compete with the other job's round for the process and the database (measured: it
+        # delays an event's handlers by about a millisecond).
+        every_shard_notifies = listeners is not None and listeners.covers_every_shard
+        again = (lambda: self._filled) if every_shard_notifies else (lambda: True)
         try:
-            run_rounds(ctx, self.drain_one_round, self._poll_delay, self._wakeup)
+            run_rounds(ctx, self.drain_one_round, self._poll_delay, self._wakeup, again)
         finally:
             if listeners is not None:
                 listeners.stop()

@@ -1,7 +1,8 @@
 """The loop both pipeline jobs run for as long as they hold their row.
 
-A round that found work is followed at once by another; an empty round waits ``poll_delay``
-or until a wake-up (a notification that new work was written), whichever comes first. The
+A round that found work is followed at once by another (unless the job knows the next would be
+empty: see ``again``); an empty round waits ``poll_delay`` or until a wake-up (a notification that
+new work was written), whichever comes first. The
 loop returns — a normal completion, which releases the row for the next run — when the
 scheduler shuts down, checked at least every 200 ms so shutdown never waits a whole long
 poll delay, or when this instance's heartbeats have fallen so far behind that another
@@ -30,7 +31,11 @@ def run_rounds(
     drain_one_round: Callable[[], bool],
     poll_delay: timedelta,
     wakeup: threading.Event,
+    again: Callable[[], bool] = lambda: True,
 ) -> None:
+    """``again()`` after a round that found work: whether to start the next one at once. When it
+    says no, the loop waits as after an empty round — and a wake-up set during the round ends
+    that wait at once."""
     delay = poll_delay.total_seconds()
     while not ctx.is_shutting_down:
         heartbeat = ctx.heartbeat_state
@@ -42,7 +47,7 @@ def run_rounds(
             )
             return
         wakeup.clear()
-        if drain_one_round():
+        if drain_one_round() and again():
             continue
         remaining = delay
         while remaining > 0 and not ctx.is_shutting_down:
