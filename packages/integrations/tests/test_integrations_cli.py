@@ -18,7 +18,7 @@ from integrations_support import application_yml
 
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
-from ekbatan.distributed_jobs.scheduler._rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
 from ekbatan.integrations.cli import main
 
 FAR = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)

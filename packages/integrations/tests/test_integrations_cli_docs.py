@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
-from ekbatan.distributed_jobs.scheduler._rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
 from ekbatan.integrations.cli import main
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "cli.md"

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from integrations_support import application_yml
 
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
-from ekbatan.distributed_jobs.scheduler._rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
 from ekbatan.integrations import task_views
 from ekbatan.integrations.cli import main
 from ekbatan.integrations.fastapi import ekbatan_lifespan, health_router

@@ -394,7 +394,7 @@ def test_a_drivers_own_error_is_a_database_error_logged_without_a_traceback():
     import psycopg
     import pymysql
 
-    from ekbatan.distributed_jobs.scheduler._outage import is_database_error
+    from ekbatan.distributed_jobs.scheduler._liveness.outage import is_database_error
 
     assert is_database_error(psycopg.OperationalError("server closed the connection unexpectedly"))
     assert is_database_error(pymysql.err.OperationalError(2013, "Lost connection"))

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._tasks import Task
-from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler._wakeups import channel_for
+from ekbatan.distributed_jobs.scheduler._polling.wakeups import channel_for
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 
 

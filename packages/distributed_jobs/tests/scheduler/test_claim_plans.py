@@ -13,8 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import Tasks
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 
 BACKLOG = 20_000

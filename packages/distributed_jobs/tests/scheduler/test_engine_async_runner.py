@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
 from testsupport import wait_until
 
 DEADLINE = 30.0

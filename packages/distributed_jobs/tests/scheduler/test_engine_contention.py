@@ -6,12 +6,12 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from ekbatan.distributed_jobs.scheduler import Scheduler, SystemClock, Tasks
-from ekbatan.distributed_jobs.scheduler._contention import MAX_SPREAD, ClaimContention
-from ekbatan.distributed_jobs.scheduler._listener import Listeners
-from ekbatan.distributed_jobs.scheduler._polling import FetchStrategy
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._rows import NewExecution
-from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._observability import Listeners
+from ekbatan.distributed_jobs.scheduler._polling.contention import MAX_SPREAD, ClaimContention
+from ekbatan.distributed_jobs.scheduler._polling.poller import FetchStrategy
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from ekbatan.distributed_jobs.scheduler import Scheduler, Tasks
-from ekbatan.distributed_jobs.scheduler._polling import (
+from ekbatan.distributed_jobs.scheduler._polling.poller import (
     MAX_CLAIMED_PER_THREAD,
     AutoStrategy,
     ClaimSizing,
@@ -120,7 +120,7 @@ def test_a_server_without_skip_locked_falls_back_to_fetch(engine):
 
 
 def test_sized_claims_refill_while_half_of_them_still_wait():
-    from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
+    from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
 
     sizing = ClaimSizing(threads=10)
     strategy = LockAndFetchStrategy(None, None, None, None, None, 5, 10, lambda: None, QueuedClaims(), sizing)  # type: ignore[arg-type]
@@ -133,8 +133,8 @@ def test_sized_claims_refill_while_half_of_them_still_wait():
 
 
 def test_claim_sizing_learns_from_runs_only_not_from_claims_skipped_unrun():
-    from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
-    from ekbatan.distributed_jobs.scheduler._listener import Listeners
+    from ekbatan.distributed_jobs.scheduler._observability import Listeners
+    from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
 
     class SlowRunner:
         def __init__(self) -> None:

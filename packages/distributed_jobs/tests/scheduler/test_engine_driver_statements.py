@@ -12,14 +12,14 @@ from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 
 from ekbatan.distributed_jobs.scheduler import ExecutionError, Tasks
-from ekbatan.distributed_jobs.scheduler._driver_statements import (
+from ekbatan.distributed_jobs.scheduler._table.driver_statements import (
     DriverStatement,
     driver_path_available,
     to_pyformat,
 )
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._rows import NewExecution
-from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 from testsupport import kill_sessions, session_id
 

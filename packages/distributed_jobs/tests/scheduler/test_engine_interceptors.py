@@ -12,7 +12,7 @@ from ekbatan.distributed_jobs.scheduler import (
     SchedulerEventType,
     Tasks,
 )
-from ekbatan.distributed_jobs.scheduler._listener import ExecutionChain
+from ekbatan.distributed_jobs.scheduler._observability import ExecutionChain
 from testsupport import EventRecorder
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)  # the ``clock`` fixture's start

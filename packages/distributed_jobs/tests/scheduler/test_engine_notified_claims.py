@@ -1,4 +1,4 @@
-"""Claiming an execution from the notification that named it (_notified_claims.py).
+"""Claiming an execution from the notification that named it (scheduler/_polling/notified_claims.py).
 
 PostgreSQL only, as notifications are. The poller is set to 30 s, so only the notification
 path (or a poll it falls back to, which the listener events count) can start a task promptly.
@@ -25,7 +25,7 @@ from ekbatan.distributed_jobs.scheduler import (
     create_table,
 )
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
 from testsupport import EventRecorder, wait_until
 
 pytestmark = pytest.mark.dialects("postgres")

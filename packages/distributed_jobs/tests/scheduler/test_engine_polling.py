@@ -29,10 +29,15 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskInstance,
     Tasks,
 )
-from ekbatan.distributed_jobs.scheduler._listener import Listeners
-from ekbatan.distributed_jobs.scheduler._polling import PollingStrategyConfig, PollLoop, PollResult, _Batch
-from ekbatan.distributed_jobs.scheduler._runner import CLAIM_LEAD
-from ekbatan.distributed_jobs.scheduler._waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._observability import Listeners
+from ekbatan.distributed_jobs.scheduler._polling.poller import (
+    PollingStrategyConfig,
+    PollLoop,
+    PollResult,
+    _Batch,
+)
+from ekbatan.distributed_jobs.scheduler._polling.waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._running.runner import CLAIM_LEAD
 from testsupport import EventRecorder, wait_until
 
 MINUTE = timedelta(minutes=1)

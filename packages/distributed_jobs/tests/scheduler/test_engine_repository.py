@@ -16,9 +16,9 @@ from ekbatan.distributed_jobs.scheduler import (
     ScheduledExecutionsFilter,
     Tasks,
 )
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._rows import NewExecution
-from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 from testsupport import session_id, wait_until
 
@@ -416,7 +416,7 @@ def test_remove_many_deletes_exactly_the_versions_given(engine):
 def test_completion_batcher_reports_each_rows_own_outcome(engine):
     import threading
 
-    from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
+    from ekbatan.distributed_jobs.scheduler._running.completion_batches import CompletionBatcher
 
     r = repo(engine)
     r.create_batch([new(id=str(i)) for i in range(40)])
@@ -448,7 +448,7 @@ def test_completion_batcher_reports_each_rows_own_outcome(engine):
 
 
 def test_completion_batcher_without_a_thread_writes_at_once_and_drains_on_stop(engine):
-    from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
+    from ekbatan.distributed_jobs.scheduler._running.completion_batches import CompletionBatcher
 
     r = repo(engine)
     r.create_batch([new(id=str(i)) for i in range(5)])
@@ -469,7 +469,7 @@ def test_completion_batcher_without_a_thread_writes_at_once_and_drains_on_stop(e
 def test_deadlocked_writes_are_retried_and_others_are_not():
     from sqlalchemy.exc import OperationalError
 
-    from ekbatan.distributed_jobs.scheduler._retries import with_retries
+    from ekbatan.distributed_jobs.scheduler._table.retries import with_retries
 
     class Deadlock(Exception):
         sqlstate = "40P01"
@@ -504,7 +504,7 @@ def test_a_real_deadlock_is_classified_as_transient(database, dialect):
 
     from sqlalchemy.exc import DBAPIError
 
-    from ekbatan.distributed_jobs.scheduler._retries import is_transient
+    from ekbatan.distributed_jobs.scheduler._table.retries import is_transient
 
     engine = database.engine()
     with engine.begin() as conn:

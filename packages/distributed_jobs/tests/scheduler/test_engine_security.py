@@ -20,7 +20,7 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskKeyTooLongError,
     Tasks,
 )
-from ekbatan.distributed_jobs.scheduler._rows import NewExecution
+from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
 from ekbatan.distributed_jobs.scheduler.schema import validate_table_name
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)

@@ -16,8 +16,8 @@ from ekbatan.distributed_jobs.scheduler import (
     create_table,
 )
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._waiter import Waiter
-from ekbatan.distributed_jobs.scheduler._wakeups import (
+from ekbatan.distributed_jobs.scheduler._polling.waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._polling.wakeups import (
     MAX_PAYLOAD_BYTES,
     NotificationListener,
     Wakeup,

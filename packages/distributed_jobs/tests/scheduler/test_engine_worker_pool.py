@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._running.worker_pool import WorkerPool
 from testsupport import wait_until
 
 DEADLINE = 30.0

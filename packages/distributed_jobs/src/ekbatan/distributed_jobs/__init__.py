@@ -16,6 +16,7 @@ from ekbatan.distributed_jobs.registry import (
     JobsDatabaseUnavailableError,
 )
 from ekbatan.distributed_jobs.scheduler import Schedule, Schedules
+from ekbatan.distributed_jobs.stop_signals import StopSignals
 from ekbatan.distributed_jobs.tasks import (
     TaskDefinition,
     TaskHandler,
@@ -38,6 +39,7 @@ __all__ = [
     "JobsDatabaseUnavailableError",
     "Schedule",
     "Schedules",
+    "StopSignals",
     "TaskDefinition",
     "TaskHandler",
     "TaskMarker",

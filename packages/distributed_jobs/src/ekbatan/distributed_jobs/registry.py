@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -37,6 +36,7 @@ from ekbatan.distributed_jobs.scheduler import (
     Tasks,
     describe_failure,
 )
+from ekbatan.distributed_jobs.stop_signals import StopSignals
 
 if TYPE_CHECKING:
     from ekbatan.core.config import EkbatanSettings, JobsConfig
@@ -56,6 +56,21 @@ class EngineProvider(Protocol):
     def engine(self) -> sa.Engine: ...
 
 
+@runtime_checkable
+class DescribedEngineProvider(EngineProvider, Protocol):
+    """An :class:`EngineProvider` that also says which pool it is (``ConnectionProvider`` does):
+    the registry names it in its messages and takes the dialect from it."""
+
+    @property
+    def dialect(self) -> object: ...
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def config_path(self) -> str | None: ...
+
+
 class JobRegistryError(RuntimeError):
     """The registry could not be built or started as configured."""
 
@@ -67,8 +82,9 @@ class JobsDatabaseUnavailableError(JobRegistryError):
 def _pool_label(provider: sa.Engine | EngineProvider) -> str:
     """``the jobs pool <config path> (<name>) at <url, password masked>``."""
     engine, _ = _engine_of(provider)
-    path = getattr(provider, "config_path", None)
-    name = getattr(provider, "name", None)
+    path, name = (
+        (provider.config_path, provider.name) if isinstance(provider, DescribedEngineProvider) else (None, None)
+    )
     where = f"{path} ({name})" if path and name else path or (f"{name!r}" if name else "")
     url = engine.url
     if url.password == "":
@@ -80,9 +96,10 @@ def _pool_label(provider: sa.Engine | EngineProvider) -> str:
 def _engine_of(provider: sa.Engine | EngineProvider) -> tuple[sa.Engine, str | None]:
     if isinstance(provider, sa.Engine):
         return provider, None
+    if isinstance(provider, DescribedEngineProvider):
+        return provider.engine, (str(provider.dialect) if provider.dialect is not None else None)
     if isinstance(provider, EngineProvider):
-        dialect = getattr(provider, "dialect", None)
-        return provider.engine, (str(dialect) if dialect is not None else None)
+        return provider.engine, None
     raise TypeError(
         f"connection_provider must be a ConnectionProvider or an SQLAlchemy Engine, got {type(provider).__name__}"
     )
@@ -416,7 +433,7 @@ class JobRegistry:
         if missing:
             raise JobRegistryError(
                 f"{len(missing)} of {len(self._must_register)} job(s) were not registered: {missing}. "
-                f"Their rows could not be written to {self.scheduler.repository.table_name!r}: check that the "
+                f"Their rows could not be written to {self.scheduler.table_name!r}: check that the "
                 "table exists (run the migrations before starting) and that the jobs pool may write to it."
             )
 
@@ -440,31 +457,19 @@ class JobRegistry:
                 "run_until_signal() must be called from the main thread: Python installs signal handlers "
                 f"only there, and this is {threading.current_thread().name!r}. Call start() and stop() instead."
             )
-        wanted = [signal.Signals(s) for s in signals]
-        if not wanted:
+        stop_signals = list(signals)
+        if not stop_signals:
             raise ValueError("run_until_signal() needs at least one signal to wait for")
-        received: list[signal.Signals] = []
-
-        def note(signum: int, _frame: object) -> None:
-            # Only record it: the handler interrupts the main thread anywhere, even inside a
-            # lock's critical section, so it must not take locks (Event.set() does) or raise.
-            received.append(signal.Signals(signum))
-
-        previous = {sig: signal.signal(sig, note) for sig in wanted}
         try:
-            if not self.scheduler.is_started:
-                self.start()
-            log.info("distributed jobs running until %s", ", ".join(sig.name for sig in wanted))
-            while not received:
-                time.sleep(0.05)
+            with StopSignals(stop_signals) as stop:
+                if not self.scheduler.is_started:
+                    self.start()
+                log.info("distributed jobs running until %s", ", ".join(sig.name for sig in stop.signals))
+                received = stop.wait()
         finally:
-            # Restored before stopping, so that a second Ctrl-C or SIGTERM during a long drain
-            # gets the previous handling (by default: interrupt, terminate) instead of being ignored.
-            for sig, handler in previous.items():
-                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-            self.stop()
-        log.info("received %s", received[0].name)
-        return received[0]
+            self.stop()  # after the handlers are restored: a second signal stops a long drain
+        log.info("received %s", received.name)
+        return received
 
     def __enter__(self) -> JobRegistry:
         self.start()  # a failed start() has stopped what it started

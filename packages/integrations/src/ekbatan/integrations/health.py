@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from datetime import timedelta
 from typing import Any
 
@@ -53,11 +54,18 @@ class _TaskSummaryCache:
             self._reading.release()
 
 
+#: one cache per live runtime, keyed by ``id`` (a runtime is not hashable); a runtime's entry
+#: goes when the runtime is collected
+_caches: dict[int, _TaskSummaryCache] = {}
+_caches_lock = threading.Lock()
+
+
 def _task_summary(runtime: EkbatanRuntime, max_age: timedelta) -> list[TaskSummary] | str:
-    with runtime._lock:
-        if not isinstance(runtime._failing_tasks, _TaskSummaryCache):
-            runtime._failing_tasks = _TaskSummaryCache()
-        cache: _TaskSummaryCache = runtime._failing_tasks
+    with _caches_lock:
+        cache = _caches.get(id(runtime))
+        if cache is None:
+            cache = _caches[id(runtime)] = _TaskSummaryCache()
+            weakref.finalize(runtime, _caches.pop, id(runtime), None)
     return cache.get(runtime, max_age.total_seconds())
 
 

@@ -75,8 +75,6 @@ class EkbatanRuntime:
     _state: str = field(default="built", repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _client: SchedulerClient | None = field(default=None, repr=False)
-    #: the health report's last count of failing tasks (see ``health_report``)
-    _failing_tasks: Any = field(default=None, repr=False, compare=False)
 
     @property
     def started(self) -> bool:

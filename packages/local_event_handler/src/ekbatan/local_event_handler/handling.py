@@ -33,7 +33,7 @@ from ekbatan.core.outbox import EventCodec, default_codec
 from ekbatan.core.outbox.clock import utc_now
 from ekbatan.core.outbox.wakeups import notifications_channel
 from ekbatan.core.persistence import TransactionManager
-from ekbatan.local_event_handler import sql
+from ekbatan.local_event_handler import handling_sql as sql
 from ekbatan.local_event_handler.backoff import backoff_delay
 from ekbatan.local_event_handler.connections import pipeline_connection
 from ekbatan.local_event_handler.dispatch import HandlerDispatcher, Invocation

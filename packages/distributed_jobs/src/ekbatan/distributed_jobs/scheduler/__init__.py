@@ -4,28 +4,14 @@ Depends on SQLAlchemy and the standard library only — never on ``ekbatan.core`
 so it can be used on its own.
 """
 
-from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler._builder import MIN_MISSED_HEARTBEATS, SchedulerBuilder
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient, WhenExists
 from ekbatan.distributed_jobs.scheduler._clock import Clock, SettableClock, SystemClock
-from ekbatan.distributed_jobs.scheduler._completion import (
-    CompletionHandler,
-    OnCompleteDoNothing,
-    OnCompleteRemove,
-    OnCompleteReplace,
-    OnCompleteReschedule,
-    OnCompleteRescheduleTo,
-)
 from ekbatan.distributed_jobs.scheduler._context import (
     CurrentlyExecuting,
     ExecutionContext,
     HeartbeatState,
     SchedulerState,
-)
-from ekbatan.distributed_jobs.scheduler._dead_execution_handlers import (
-    CancelDeadExecution,
-    DeadExecutionHandler,
-    ReviveDeadExecution,
 )
 from ekbatan.distributed_jobs.scheduler._errors import (
     DataClassMismatchError,
@@ -50,7 +36,40 @@ from ekbatan.distributed_jobs.scheduler._execution import (
     ExecutionResult,
     TaskInstanceId,
 )
-from ekbatan.distributed_jobs.scheduler._failure import (
+from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler._liveness.outage import describe as describe_failure
+from ekbatan.distributed_jobs.scheduler._observability import (
+    CandidateEventType,
+    ExecutionChain,
+    ExecutionInterceptor,
+    SchedulerEventType,
+    SchedulerListener,
+)
+from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
+from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, PickleSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler._table.listing import (
+    ExecutionTimeAndId,
+    ScheduledExecution,
+    ScheduledExecutionsFilter,
+    TaskSummary,
+)
+from ekbatan.distributed_jobs.scheduler._table.rows import COLUMNS as TABLE_COLUMNS
+from ekbatan.distributed_jobs.scheduler._tasks.builders import Tasks
+from ekbatan.distributed_jobs.scheduler._tasks.completion import (
+    CompletionHandler,
+    OnCompleteDoNothing,
+    OnCompleteRemove,
+    OnCompleteReplace,
+    OnCompleteReschedule,
+    OnCompleteRescheduleTo,
+)
+from ekbatan.distributed_jobs.scheduler._tasks.dead_execution import (
+    CancelDeadExecution,
+    DeadExecutionHandler,
+    ReviveDeadExecution,
+)
+from ekbatan.distributed_jobs.scheduler._tasks.failure import (
     ExponentialBackoff,
     FailureHandler,
     FailureHandlers,
@@ -59,27 +78,7 @@ from ekbatan.distributed_jobs.scheduler._failure import (
     OnFailureRescheduleUsingTaskDataSchedule,
     OnFailureRetryLater,
 )
-from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
-from ekbatan.distributed_jobs.scheduler._listener import (
-    CandidateEventType,
-    ExecutionChain,
-    ExecutionInterceptor,
-    SchedulerEventType,
-    SchedulerListener,
-)
-from ekbatan.distributed_jobs.scheduler._listing import (
-    ExecutionTimeAndId,
-    ScheduledExecution,
-    ScheduledExecutionsFilter,
-    TaskSummary,
-)
-from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler._outage import describe as describe_failure
-from ekbatan.distributed_jobs.scheduler._rows import COLUMNS as TABLE_COLUMNS
-from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
-from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, PickleSerializer, Serializer
-from ekbatan.distributed_jobs.scheduler._task_builders import Tasks
-from ekbatan.distributed_jobs.scheduler._tasks import (
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import (
     RECURRING_INSTANCE,
     CustomTask,
     OneTimeTask,
@@ -87,6 +86,7 @@ from ekbatan.distributed_jobs.scheduler._tasks import (
     RecurringTaskWithPersistentSchedule,
     Task,
 )
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, dialect_from_url
 from ekbatan.distributed_jobs.scheduler.schedules import (
     NEVER,

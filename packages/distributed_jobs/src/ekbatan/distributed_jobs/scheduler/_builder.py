@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler._clock import Clock, SystemClock
-from ekbatan.distributed_jobs.scheduler._listener import (
+from ekbatan.distributed_jobs.scheduler._liveness.outage import OutagePolicy
+from ekbatan.distributed_jobs.scheduler._observability import (
     ExecutionInterceptor,
     SchedulerListener,
 )
-from ekbatan.distributed_jobs.scheduler._outage import OutagePolicy
-from ekbatan.distributed_jobs.scheduler._polling import (
+from ekbatan.distributed_jobs.scheduler._polling.poller import (
     PollingKind,
     PollingStrategyConfig,
 )
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
-from ekbatan.distributed_jobs.scheduler._tasks import Task
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME, validate_table_name
 

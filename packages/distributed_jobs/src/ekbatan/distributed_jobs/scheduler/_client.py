@@ -25,18 +25,23 @@ from ekbatan.distributed_jobs.scheduler._errors import (
 )
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
 from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
-from ekbatan.distributed_jobs.scheduler._listing import (
+from ekbatan.distributed_jobs.scheduler._polling.wakeups import channel_for
+from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler._table.listing import (
     ScheduledExecution,
     ScheduledExecutionsFilter,
     TaskSummary,
 )
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA, ConnectionLike, NewExecution, as_connection
-from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
-from ekbatan.distributed_jobs.scheduler._session_setup import install_session_setup
-from ekbatan.distributed_jobs.scheduler._tasks import Task
-from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler._wakeups import channel_for
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.rows import (
+    KEEP_DATA,
+    ConnectionLike,
+    NewExecution,
+    as_connection,
+)
+from ekbatan.distributed_jobs.scheduler._table.session_setup import install_session_setup
+from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 
@@ -110,6 +115,11 @@ class SchedulerClient:
         return cls(engine, tasks, **options)
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def table_name(self) -> str:
+        """The table this client reads and writes (``scheduled_tasks`` unless configured)."""
+        return self._repository.table_name
+
     @property
     def repository(self) -> TaskRepository:
         return self._repository

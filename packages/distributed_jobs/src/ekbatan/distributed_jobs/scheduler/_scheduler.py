@@ -14,43 +14,43 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
-from ekbatan.distributed_jobs.scheduler._background import RepeatingLoop
 from ekbatan.distributed_jobs.scheduler._builder import (
     SchedulerBuilder,
     SchedulerOptions,
     default_scheduler_name,
 )
-from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
-from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
 from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
-from ekbatan.distributed_jobs.scheduler._dead_execution_detection import DeadExecutionDetector
 from ekbatan.distributed_jobs.scheduler._errors import TableSchemaError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._heartbeat import HeartbeatUpdater
-from ekbatan.distributed_jobs.scheduler._listener import (
+from ekbatan.distributed_jobs.scheduler._liveness.background import RepeatingLoop
+from ekbatan.distributed_jobs.scheduler._liveness.dead_executions import DeadExecutionDetector
+from ekbatan.distributed_jobs.scheduler._liveness.heartbeat import HeartbeatUpdater
+from ekbatan.distributed_jobs.scheduler._liveness.outage import (
+    check_connection,
+)
+from ekbatan.distributed_jobs.scheduler._observability import (
     Listeners,
     SchedulerEventType,
 )
-from ekbatan.distributed_jobs.scheduler._notified_claims import NotifiedClaims, start_listening
-from ekbatan.distributed_jobs.scheduler._outage import (
-    check_connection,
-)
-from ekbatan.distributed_jobs.scheduler._polling import (
+from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._polling.notified_claims import NotifiedClaims, start_listening
+from ekbatan.distributed_jobs.scheduler._polling.poller import (
     PollLoop,
 )
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._runner import ExecutionRegistry, ExecutionRunner
-from ekbatan.distributed_jobs.scheduler._session_setup import install_session_setup
-from ekbatan.distributed_jobs.scheduler._shutdown import drain_workers
-from ekbatan.distributed_jobs.scheduler._startup import StartupTasks
-from ekbatan.distributed_jobs.scheduler._strategy_choice import polling_strategy
-from ekbatan.distributed_jobs.scheduler._tasks import Task
-from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler._waiter import Waiter
-from ekbatan.distributed_jobs.scheduler._wakeups import NotificationListener, Wakeup, channel_for
-from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._polling.strategy_choice import polling_strategy
+from ekbatan.distributed_jobs.scheduler._polling.waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._polling.wakeups import NotificationListener, Wakeup, channel_for
+from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._running.completion_batches import CompletionBatcher
+from ekbatan.distributed_jobs.scheduler._running.runner import ExecutionRegistry, ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._running.shutdown import drain_workers
+from ekbatan.distributed_jobs.scheduler._running.worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.session_setup import install_session_setup
+from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
+from ekbatan.distributed_jobs.scheduler._tasks.startup import StartupTasks
 from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")

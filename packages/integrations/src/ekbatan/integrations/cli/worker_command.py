@@ -25,14 +25,13 @@ import logging
 import os
 import signal
 import sys
-import time
 from typing import Any
 
 import click
 import sqlalchemy as sa
 
 from ekbatan.core import EkbatanSettings
-from ekbatan.distributed_jobs import JobsDatabaseUnavailableError
+from ekbatan.distributed_jobs import JobsDatabaseUnavailableError, StopSignals
 from ekbatan.integrations.cli.app import EXIT_USAGE, Invocation, ekbatan_command
 from ekbatan.integrations.cli.targets import CliError, Target, config_target, first_line
 from ekbatan.integrations.options import EkbatanOptions
@@ -188,14 +187,7 @@ def worker_command(
     logging.basicConfig(
         level=getattr(logging, log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    received: list[signal.Signals] = []
-
-    def note(signum: int, _frame: object) -> None:
-        # Only record it: the handler may interrupt the main thread inside a lock.
-        received.append(signal.Signals(signum))
-
-    previous = {sig: signal.signal(sig, note) for sig in STOP_SIGNALS}
-    try:
+    with StopSignals(STOP_SIGNALS) as stop:
         try:
             runtime.start()
         except JobsDatabaseUnavailableError as error:
@@ -224,12 +216,8 @@ def worker_command(
             f"{_handlers_text(handlers, handling)}, jobs pool {pool.url}"
             f"{' (waiting for its database)' if waiting else ''}; stop it with SIGTERM or Ctrl-C",
         )
-        while not received:
-            time.sleep(0.05)
-    finally:
-        # Restored first, so that a second signal during a long drain stops the process.
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        received = stop.wait()
+    # the handlers are restored first, so that a second signal during a long drain stops the process
     runtime.stop()
     # Executions still running after the shutdown waits stay registered (their threads are
     # abandoned, their rows stay picked until another worker revives them).
@@ -242,8 +230,8 @@ def worker_command(
     )
     _say(
         invocation,
-        {"event": "stopped", "signal": received[0].name, "abandoned": abandoned},
-        f"ekbatan worker {os.getpid()}: {received[0].name} received; {outcome}",
+        {"event": "stopped", "signal": received.name, "abandoned": abandoned},
+        f"ekbatan worker {os.getpid()}: {received.name} received; {outcome}",
     )
 
 

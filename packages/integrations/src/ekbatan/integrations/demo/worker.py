@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import time
+
+from ekbatan.distributed_jobs import StopSignals
 
 
 def main(config: str, node: str) -> int:
@@ -21,20 +21,17 @@ def main(config: str, node: str) -> int:
     os.environ[shop.NODE_VARIABLE] = node
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {node} %(levelname)s %(name)s: %(message)s")
 
-    # a plain list, not an Event: a handler that takes a lock the main thread may hold can deadlock
-    received: list[int] = []
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda number, _frame: received.append(number))
-    runtime = build_runtime(
-        config,
-        ["ekbatan.integrations.demo.shop"],
-        customize_scheduler=lambda b: b.tasks(shop.send_invoice).threads(8).scheduler_name(node),
-    )
-    shop.bind_one_time_tasks(runtime.database_registry.primary().engine)
-    with runtime:
-        print(f"{node}: running (pid {os.getpid()})", flush=True)
-        while not received:
-            time.sleep(0.1)
+    # signals recorded from before the build until the runtime has stopped: the first one ends it
+    with StopSignals() as stop:
+        runtime = build_runtime(
+            config,
+            ["ekbatan.integrations.demo.shop"],
+            customize_scheduler=lambda b: b.tasks(shop.send_invoice).threads(8).scheduler_name(node),
+        )
+        shop.bind_one_time_tasks(runtime.database_registry.primary().engine)
+        with runtime:
+            print(f"{node}: running (pid {os.getpid()})", flush=True)
+            stop.wait()
     return 0
 
 

@@ -23,8 +23,8 @@ import threading
 from collections.abc import Callable
 
 from ekbatan.distributed_jobs.scheduler._execution import Execution
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._rows import expect_one_row
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.rows import expect_one_row
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.group_commit")
 

@@ -12,10 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler._clock import Clock
-from ekbatan.distributed_jobs.scheduler._completion import CompletionHandler, OnCompleteRemove
-from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
 from ekbatan.distributed_jobs.scheduler._context import (
     CurrentlyExecuting,
     ExecutionContext,
@@ -25,23 +22,26 @@ from ekbatan.distributed_jobs.scheduler._context import (
 from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, SerializationError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
-from ekbatan.distributed_jobs.scheduler._listener import (
+from ekbatan.distributed_jobs.scheduler._liveness.outage import (
+    DEFAULT_OUTAGE_POLICY,
+    FailureLog,
+    OutagePolicy,
+    is_database_error,
+)
+from ekbatan.distributed_jobs.scheduler._observability import (
     CandidateEventType,
     ExecutionChain,
     ExecutionInterceptor,
     Listeners,
     SchedulerEventType,
 )
-from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler._outage import (
-    DEFAULT_OUTAGE_POLICY,
-    FailureLog,
-    OutagePolicy,
-    is_database_error,
-)
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._running.completion_batches import CompletionBatcher
 from ekbatan.distributed_jobs.scheduler._serializers import Serializer
-from ekbatan.distributed_jobs.scheduler._tasks import Task
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._tasks.completion import CompletionHandler, OnCompleteRemove
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.execution")
 

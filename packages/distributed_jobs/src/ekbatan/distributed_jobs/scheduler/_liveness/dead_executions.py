@@ -17,10 +17,10 @@ from datetime import datetime, timedelta
 from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
 from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
-from ekbatan.distributed_jobs.scheduler._listener import Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._observability import Listeners, SchedulerEventType
 from ekbatan.distributed_jobs.scheduler._serializers import Serializer
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.dead_executions")
 

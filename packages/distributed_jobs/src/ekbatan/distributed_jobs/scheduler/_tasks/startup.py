@@ -14,9 +14,14 @@ from typing import Any
 
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
 from ekbatan.distributed_jobs.scheduler._clock import Clock
-from ekbatan.distributed_jobs.scheduler._listener import Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler._outage import FailureLog, OutagePolicy, describe, is_database_error
-from ekbatan.distributed_jobs.scheduler._tasks import Task
+from ekbatan.distributed_jobs.scheduler._liveness.outage import (
+    FailureLog,
+    OutagePolicy,
+    describe,
+    is_database_error,
+)
+from ekbatan.distributed_jobs.scheduler._observability import Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 
 # the scheduler's own logger: these lines are part of its start-up
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")

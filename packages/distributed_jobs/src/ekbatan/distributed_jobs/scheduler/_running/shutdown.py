@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import logging
 
-from ekbatan.distributed_jobs.scheduler._async_runner import AsyncRunner
-from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._runner import ExecutionRegistry
-from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
+from ekbatan.distributed_jobs.scheduler._running.runner import ExecutionRegistry
+from ekbatan.distributed_jobs.scheduler._running.worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 
 # the scheduler's own logger: these lines are part of its stop
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")

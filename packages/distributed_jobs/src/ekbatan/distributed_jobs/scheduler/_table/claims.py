@@ -12,9 +12,9 @@ import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._outage import describe, is_database_error
-from ekbatan.distributed_jobs.scheduler._repository_access import TableAccess
-from ekbatan.distributed_jobs.scheduler._retries import with_retries
+from ekbatan.distributed_jobs.scheduler._liveness.outage import describe, is_database_error
+from ekbatan.distributed_jobs.scheduler._table.access import TableAccess
+from ekbatan.distributed_jobs.scheduler._table.retries import with_retries
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.repository")
 

@@ -15,22 +15,22 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ekbatan.distributed_jobs.scheduler._completion import (
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, TaskInstanceCurrentlyExecutingError
+from ekbatan.distributed_jobs.scheduler._execution import MAX_KEY_LENGTH
+from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler._tasks.completion import (
     CompletionHandler,
     OnCompleteRemove,
     OnCompleteReschedule,
     OnCompleteRescheduleFromData,
 )
-from ekbatan.distributed_jobs.scheduler._dead_execution_handlers import (
+from ekbatan.distributed_jobs.scheduler._tasks.dead_execution import (
     DeadExecutionHandler,
 )
-from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, TaskInstanceCurrentlyExecutingError
-from ekbatan.distributed_jobs.scheduler._execution import MAX_KEY_LENGTH
-from ekbatan.distributed_jobs.scheduler._failure import (
+from ekbatan.distributed_jobs.scheduler._tasks.failure import (
     FailureHandler,
 )
-from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
-from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler.schedules import Schedule
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 A fetch-mode claim (one ``UPDATE`` per execution), a strict-mode completion (one
 autocommit ``DELETE`` per execution) and the insert of one execution scheduled on its own are
 the statements that run once for every execution. (The claim of an execution a notification
-named runs here too, on the listener's own connection: see ``_notified_claims.py``.) Through
+named runs here too, on the listener's own connection: see ``_polling/notified_claims.py``.) Through
 SQLAlchemy each costs about 50 µs of Python more than psycopg's own call (the pool's checkout
 and return events, setting and resetting autocommit, the execution context): a third of all
 the Python a strict execution costs, which is what several scheduler processes sharing a few

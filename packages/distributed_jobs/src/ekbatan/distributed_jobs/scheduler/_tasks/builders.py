@@ -7,12 +7,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
-from ekbatan.distributed_jobs.scheduler._dead_execution_handlers import (
+from ekbatan.distributed_jobs.scheduler._execution import PRIORITY_HIGH, PRIORITY_MEDIUM
+from ekbatan.distributed_jobs.scheduler._tasks.dead_execution import (
     DeadExecutionHandler,
     ReviveDeadExecution,
 )
-from ekbatan.distributed_jobs.scheduler._execution import PRIORITY_HIGH, PRIORITY_MEDIUM
-from ekbatan.distributed_jobs.scheduler._failure import (
+from ekbatan.distributed_jobs.scheduler._tasks.failure import (
     FailureHandler,
     OnFailureReschedule,
     OnFailureRescheduleUsingTaskDataSchedule,
@@ -23,7 +23,7 @@ from ekbatan.distributed_jobs.scheduler.schedules import PlainScheduleAndData, S
 if TYPE_CHECKING:
     pass
 
-from ekbatan.distributed_jobs.scheduler._tasks import (
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import (
     CustomTask,
     Handler,
     OneTimeTask,

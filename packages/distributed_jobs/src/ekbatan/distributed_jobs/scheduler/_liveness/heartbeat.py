@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import logging
 
-from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._clock import Clock
-from ekbatan.distributed_jobs.scheduler._completion_batches import CompletionBatcher
 from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler._execution import Execution
-from ekbatan.distributed_jobs.scheduler._listener import Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler._outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._runner import ExecutionRegistry
+from ekbatan.distributed_jobs.scheduler._liveness.outage import (
+    DEFAULT_OUTAGE_POLICY,
+    FailureLog,
+    OutagePolicy,
+)
+from ekbatan.distributed_jobs.scheduler._observability import Listeners, SchedulerEventType
+from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._running.completion_batches import CompletionBatcher
+from ekbatan.distributed_jobs.scheduler._running.runner import ExecutionRegistry
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.heartbeat")
 

@@ -6,7 +6,7 @@ import logging
 from typing import Protocol, runtime_checkable
 
 from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
-from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.dead_execution")
 

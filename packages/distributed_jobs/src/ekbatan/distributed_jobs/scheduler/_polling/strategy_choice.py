@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._clock import Clock
-from ekbatan.distributed_jobs.scheduler._contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler._context import SchedulerState
-from ekbatan.distributed_jobs.scheduler._listener import Listeners
-from ekbatan.distributed_jobs.scheduler._polling import (
+from ekbatan.distributed_jobs.scheduler._observability import Listeners
+from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._polling.contention import ClaimContention
+from ekbatan.distributed_jobs.scheduler._polling.poller import (
     AutoStrategy,
     ClaimSizing,
     FetchStrategy,
@@ -19,9 +19,9 @@ from ekbatan.distributed_jobs.scheduler._polling import (
     PollingKind,
     PollingStrategyConfig,
 )
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._runner import ExecutionRunner
-from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._running.runner import ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._running.worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 
 
 def polling_strategy(

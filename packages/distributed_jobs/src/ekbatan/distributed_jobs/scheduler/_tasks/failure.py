@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
-from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
 from ekbatan.distributed_jobs.scheduler.schedules import Schedule
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.failure")

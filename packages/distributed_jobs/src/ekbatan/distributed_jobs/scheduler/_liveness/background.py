@@ -6,8 +6,12 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ekbatan.distributed_jobs.scheduler._outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
-from ekbatan.distributed_jobs.scheduler._waiter import Waiter
+from ekbatan.distributed_jobs.scheduler._liveness.outage import (
+    DEFAULT_OUTAGE_POLICY,
+    FailureLog,
+    OutagePolicy,
+)
+from ekbatan.distributed_jobs.scheduler._polling.waiter import Waiter
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.background")
 

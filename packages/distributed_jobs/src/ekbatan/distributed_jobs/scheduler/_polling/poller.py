@@ -8,7 +8,7 @@
   row with an optimistic ``UPDATE … WHERE version = ?`` just before running it. Candidates
   queued by an older poll are dropped when a newer poll has happened. When claims start
   losing to other instances, an instance reads a wider window and tries a random sample of
-  it (``_contention.py``).
+  it (``contention.py``).
 * **lock-and-fetch** (PostgreSQL, MySQL 8, MariaDB ≥ 10.6): claim up to
   ``upper − queued`` rows in one go with ``FOR UPDATE SKIP LOCKED``; queued rows are already
   picked (and, until a worker starts them, not heartbeating).
@@ -26,17 +26,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._clock import Clock
-from ekbatan.distributed_jobs.scheduler._contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler._context import SchedulerState
 from ekbatan.distributed_jobs.scheduler._execution import Execution
-from ekbatan.distributed_jobs.scheduler._listener import CandidateEventType, Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler._outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._runner import CLAIM_LEAD, ExecutionRunner
-from ekbatan.distributed_jobs.scheduler._waiter import Sleeper
-from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._liveness.outage import (
+    DEFAULT_OUTAGE_POLICY,
+    FailureLog,
+    OutagePolicy,
+)
+from ekbatan.distributed_jobs.scheduler._observability import (
+    CandidateEventType,
+    Listeners,
+    SchedulerEventType,
+)
+from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._polling.contention import ClaimContention
+from ekbatan.distributed_jobs.scheduler._polling.waiter import Sleeper
+from ekbatan.distributed_jobs.scheduler._running.runner import CLAIM_LEAD, ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._running.worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.polling")
 

@@ -16,19 +16,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler._driver_statements import DriverStatement, driver_path_available
 from ekbatan.distributed_jobs.scheduler._errors import TableSchemaError, TaskDataTooLargeError
 from ekbatan.distributed_jobs.scheduler._execution import Execution
-from ekbatan.distributed_jobs.scheduler._retries import with_retries
-from ekbatan.distributed_jobs.scheduler._rows import (
+from ekbatan.distributed_jobs.scheduler._polling.wakeups import encode_due
+from ekbatan.distributed_jobs.scheduler._table.driver_statements import DriverStatement, driver_path_available
+from ekbatan.distributed_jobs.scheduler._table.retries import with_retries
+from ekbatan.distributed_jobs.scheduler._table.rows import (
     COLUMNS,
     COLUMNS_WITHOUT_PRIORITY,
     ConnectionLike,
     NewExecution,
     as_connection,
 )
-from ekbatan.distributed_jobs.scheduler._unresolved import TaskResolver
-from ekbatan.distributed_jobs.scheduler._wakeups import encode_due
+from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
 from ekbatan.distributed_jobs.scheduler.schema import (
     has_priority_column,
@@ -41,7 +41,7 @@ log = logging.getLogger("ekbatan.distributed_jobs.scheduler.repository")
 
 class TableAccess:
     """The statements, connections and row mapping of ``scheduled_tasks`` for one table on one
-    database; :class:`~ekbatan.distributed_jobs.scheduler._repository.TaskRepository` adds the
+    database; :class:`~ekbatan.distributed_jobs.scheduler._table.repository.TaskRepository` adds the
     protocol on top."""
 
     def __init__(

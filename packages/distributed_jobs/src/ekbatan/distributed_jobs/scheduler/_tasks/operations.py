@@ -9,9 +9,9 @@ from typing import Any
 
 from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
 from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler._serializers import Serializer
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
 
 
 class ExecutionOperations:

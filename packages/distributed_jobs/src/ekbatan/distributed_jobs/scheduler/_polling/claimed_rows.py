@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ekbatan.distributed_jobs.scheduler._execution import Execution
-from ekbatan.distributed_jobs.scheduler._listener import CandidateEventType, Listeners
+from ekbatan.distributed_jobs.scheduler._observability import CandidateEventType, Listeners
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler._runner import ExecutionRunner
+    from ekbatan.distributed_jobs.scheduler._running.runner import ExecutionRunner
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.claims")
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler._tasks import Task
+    from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler")
 

@@ -8,8 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
 from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
-from ekbatan.distributed_jobs.scheduler._operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler._rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
 from ekbatan.distributed_jobs.scheduler.schedules import Schedule
 
 

@@ -5,7 +5,7 @@ inside the scheduling transaction — delivered at commit, dropped on rollback. 
 the due time in epoch microseconds and, when one new execution was inserted, its task name and
 instance: ``<µs>`` or ``<µs>:<length of the task name in characters>:<task name><instance>``.
 Each scheduler keeps one dedicated connection listening and, on a notification, either claims
-the named execution straight away (``_notified_claims.py``) or pulls its poller's next wake-up
+the named execution straight away (``notified_claims.py``) or pulls its poller's next wake-up
 forward to the due time. Missed notifications (a reconnect, a pooler that does not pass them
 through) cost only latency: polling still finds every due row.
 """
@@ -22,7 +22,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._outage import DEFAULT_OUTAGE_POLICY, FailureLog, OutagePolicy
+from ekbatan.distributed_jobs.scheduler._liveness.outage import (
+    DEFAULT_OUTAGE_POLICY,
+    FailureLog,
+    OutagePolicy,
+)
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.wakeups")
 

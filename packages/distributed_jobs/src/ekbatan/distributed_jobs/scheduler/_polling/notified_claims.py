@@ -21,17 +21,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler._claims import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._context import SchedulerState
-from ekbatan.distributed_jobs.scheduler._driver_statements import driver_path_available
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._listener import CandidateEventType, Listeners, SchedulerEventType
-from ekbatan.distributed_jobs.scheduler._outage import OutagePolicy
-from ekbatan.distributed_jobs.scheduler._repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._runner import ExecutionRunner
-from ekbatan.distributed_jobs.scheduler._wakeups import NotificationListener, Wakeup
-from ekbatan.distributed_jobs.scheduler._worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._liveness.outage import OutagePolicy
+from ekbatan.distributed_jobs.scheduler._observability import (
+    CandidateEventType,
+    Listeners,
+    SchedulerEventType,
+)
+from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._polling.wakeups import NotificationListener, Wakeup
+from ekbatan.distributed_jobs.scheduler._running.runner import ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._running.worker_pool import WorkerPool
+from ekbatan.distributed_jobs.scheduler._table.driver_statements import driver_path_available
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.notified_claims")
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete, TaskInstanceId
 
 if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler._completion import CompletionHandler
     from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting, ExecutionContext
     from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
+    from ekbatan.distributed_jobs.scheduler._tasks.completion import CompletionHandler
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.listener")
 

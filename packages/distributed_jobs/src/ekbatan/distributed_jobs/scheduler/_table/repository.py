@@ -1,4 +1,6 @@
-"""Every statement the engine runs against ``scheduled_tasks``, in one place.
+"""The engine's one door to ``scheduled_tasks``: every statement it runs there goes through this
+class, built in this package (claims, completions, listings) with what differs per dialect in
+``dialects/``.
 
 Each state-changing write is conditioned on the ``version`` the caller read and bumps it
 (heartbeats check it but never bump it), which is what keeps a stalled instance from
@@ -17,11 +19,11 @@ from sqlalchemy.exc import IntegrityError
 
 from ekbatan.distributed_jobs.scheduler._errors import FailedToScheduleBatchError, TaskInstanceError
 from ekbatan.distributed_jobs.scheduler._execution import Execution
-from ekbatan.distributed_jobs.scheduler._listing import ScheduledExecutionsFilter, TaskSummary
-from ekbatan.distributed_jobs.scheduler._repository_claims import Claims
-from ekbatan.distributed_jobs.scheduler._repository_completions import Completions
-from ekbatan.distributed_jobs.scheduler._rows import ConnectionLike, NewExecution
-from ekbatan.distributed_jobs.scheduler._wakeups import encode_scheduled
+from ekbatan.distributed_jobs.scheduler._polling.wakeups import encode_scheduled
+from ekbatan.distributed_jobs.scheduler._table.claims import Claims
+from ekbatan.distributed_jobs.scheduler._table.completions import Completions
+from ekbatan.distributed_jobs.scheduler._table.listing import ScheduledExecutionsFilter, TaskSummary
+from ekbatan.distributed_jobs.scheduler._table.rows import ConnectionLike, NewExecution
 
 
 class TaskRepository(Claims, Completions):

@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from ekbatan.distributed_jobs.scheduler._execution import Execution
-from ekbatan.distributed_jobs.scheduler._repository_access import TableAccess
-from ekbatan.distributed_jobs.scheduler._retries import with_retries
-from ekbatan.distributed_jobs.scheduler._rows import (
+from ekbatan.distributed_jobs.scheduler._table.access import TableAccess
+from ekbatan.distributed_jobs.scheduler._table.retries import with_retries
+from ekbatan.distributed_jobs.scheduler._table.rows import (
     KEEP_DATA,
     ConnectionLike,
     check_key,
