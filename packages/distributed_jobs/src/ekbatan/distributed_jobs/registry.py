@@ -83,7 +83,9 @@ def _pool_label(provider: sa.Engine | EngineProvider) -> str:
     """``the jobs pool <config path> (<name>) at <url, password masked>``."""
     engine, _ = _engine_of(provider)
     path, name = (
-        (provider.config_path, provider.name) if isinstance(provider, DescribedEngineProvider) else (None, None)
+        (provider.config_path, provider.name)
+        if isinstance(provider, DescribedEngineProvider)
+        else (None, None)
     )
     where = f"{path} ({name})" if path and name else path or (f"{name!r}" if name else "")
     url = engine.url
