@@ -1,32 +1,8 @@
-"""Ekbatan in a FastAPI application: a lifespan, dependencies, non-blocking calls and a
-readiness endpoint.
+"""Ekbatan in a FastAPI application: a lifespan, dependencies, non-blocking calls and a readiness
+endpoint; the guide is docs/wiring/fastapi.md.
 
-::
-
-    app = FastAPI(lifespan=ekbatan_lifespan("application.yml", ["wallet"]))
-
-
-    @app.post("/deposits")
-    async def deposit(body: DepositParams, executor: ActionExecutorDep) -> dict:
-        balance = await run_action(executor, Deposit, body)  # in a worker thread
-        return {"balance": str(balance)}
-
-
-    app.include_router(health_router())  # GET /health/ekbatan: 200 ready, 503 not
-
-The lifespan builds the runtime (:func:`~ekbatan.integrations.runtime.build_runtime`) when the
-application starts — in each worker process of ``uvicorn --workers N``, after it was spawned
-or forked, never at import time — starts it, exposes it as ``app.state.ekbatan`` (and in the
-lifespan state, so mounted sub-applications see it too), and stops it when the application
-stops: the jobs drain first, then the pools close. A start-up that fails stops whatever had
-started before the error is raised. No signal handler is installed: uvicorn owns SIGTERM and
-SIGINT and ends the lifespan, which stops Ekbatan.
-
-The executor and the scheduler client are synchronous (SQLAlchemy engines): from an
-``async def`` endpoint, call them through :func:`run_action` and :func:`schedule_task`, or
-``starlette.concurrency.run_in_threadpool`` for anything else, so the event loop keeps serving
-other requests while the database works. A plain ``def`` endpoint may call them directly:
-FastAPI already runs it in a worker thread.
+The runtime is built by the lifespan in each worker process, never at import time; no signal
+handler is installed (uvicorn owns SIGTERM and SIGINT and ends the lifespan, which stops Ekbatan).
 """
 
 from __future__ import annotations

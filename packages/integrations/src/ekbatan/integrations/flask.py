@@ -1,36 +1,9 @@
-"""Ekbatan as a Flask extension: ``Ekbatan(app)`` or ``ekbatan.init_app(app)``.
+"""Ekbatan as a Flask extension: ``Ekbatan(app)`` or ``ekbatan.init_app(app)``; the guide is
+docs/wiring/flask.md.
 
-::
-
-    ekbatan = Ekbatan()
-
-    def create_app():
-        app = Flask(__name__)
-        app.config["EKBATAN_CONFIG"] = "application.yml"
-        app.config["EKBATAN_PACKAGES"] = ["wallet"]
-        ekbatan.init_app(app)
-
-        @app.post("/deposits")
-        def deposit():
-            return {"balance": str(ekbatan.action_executor.execute(Deposit(), ...))}
-
-        return app
-
-``init_app`` reads and checks the settings and imports the packages, and nothing more: it opens
-no pool and starts no thread, because it may run in a process that forks afterwards (gunicorn's
-master with ``--preload``) or in one that never serves (the debug reloader's parent, a CLI
-command). The graph (:func:`~ekbatan.integrations.runtime.build_runtime`) is built in the process
-that uses it, on first use; the job registry starts in the process that serves:
-
-* at the process's first request (any WSGI server, the test client);
-* at boot in each gunicorn worker, with :func:`gunicorn_post_worker_init` in ``gunicorn.conf.py``;
-* at ``init_app`` in the Werkzeug reloader's child (``WERKZEUG_RUN_MAIN=true``), never in its parent;
-* never for a CLI command, unless ``EKBATAN_START_FOR_CLI`` is true (``flask ekbatan ...`` never);
-* whenever the application calls :meth:`Ekbatan.start`.
-
-It stops at interpreter exit (``atexit``), in :func:`gunicorn_worker_exit`, or on
-:meth:`Ekbatan.stop`. A process forked from one that had built the graph builds its own and never
-touches the parent's pools. ``flask ekbatan migrate`` and ``flask ekbatan tasks`` are the CLI.
+``init_app`` opens no pool and starts no thread: it may run in a process that forks afterwards
+(gunicorn's master with ``--preload``) or never serves (the reloader's parent, a CLI command).
+The graph is built in the process that uses it, on first use, and a forked child builds its own.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
-"""``EkbatanRuntime``: the whole product built from one ``application.yml`` and a list of
-packages — settings, shards, the action executor, handlers, jobs and the job registry — and
-started and stopped in the right order.
+"""``EkbatanRuntime``: the whole product built from one ``application.yml`` and a list of packages,
+started and stopped in the right order; what it builds is in docs/wiring/without-di.md.
 
-Every integration (dependency-injector, FastAPI, Flask, the ``ekbatan worker`` command) builds
-through the functions here, so they all build the same graph:
-
-* the ``DatabaseRegistry`` from ``ekbatan.sharding`` (pools are lazy: building connects to nothing);
-* the ``ActionExecutor`` with ``ekbatan.namespace`` and every discovered ``@action``;
-* the ``EventHandlerRegistry`` of every discovered ``@event_handler``;
-* the fan-out job whenever there is a handler, the handling job too when
-  ``ekbatan.local-event-handler.handling.enabled`` is true;
-* the engine tasks: those ``@one_time_task`` / ``@recurring_task_with_persistent_schedule``
-  made of functions, the decorated classes built (constructor parameters injected as a job's)
-  and wrapped into tasks, and ``extra_tasks``;
-* a ``JobRegistry`` of the discovered ``@distributed_job`` classes, those pipeline jobs and the
-  tasks — one scheduler for all — on the default shard's ``jobs-config`` pool (required: an
-  error names the key when it is missing), with every ``ekbatan.jobs`` key that is set — or no
-  job registry at all when there is neither a job nor a task.
-
-Start order: migrations (only when asked), then the job registry. Stop order: the job registry
-(its jobs drain while the pools are still open), then the jobs pool, then the shards' pools.
+Every integration (dependency-injector, FastAPI, Flask, ``ekbatan worker``) builds through the
+functions here, so they all build the same graph. Start: migrations (only when asked), then the
+job registry. Stop: the job registry (its jobs drain while the pools are still open), then the
+jobs pool, then the shards' pools.
 """
 
 from __future__ import annotations
