@@ -122,7 +122,7 @@ def test_every_declared_dependency_is_imported(distribution: Path):
 def test_the_engine_distribution_requires_nothing_of_ekbatan_core():
     required, optional = _declared(REPO / "packages" / "distributed_jobs")
     assert required == {"sqlalchemy", "tzdata"}
-    assert "ekbatan-core" in optional  # the settings extra: JobRegistryBuilder.apply_settings
+    assert "ekbatan-core" not in optional  # settings reach its builders as plain calls, from integrations
 
 
 def test_importing_the_engine_and_facade_loads_no_settings_stack():

@@ -137,7 +137,7 @@ def test_settings_build_both_jobs_and_absent_keys_keep_the_defaults(offline_regi
         }
     )
     fanout, handling = event_pipeline_jobs(
-        settings, database_registry=offline_registry, event_handler_registry=handlers()
+        settings.local_event_handler, database_registry=offline_registry, event_handler_registry=handlers()
     )
     assert isinstance(fanout, EventFanoutJob) and isinstance(handling, EventHandlingJob)
     assert (fanout.poll_delay, fanout.batch_size) == (timedelta(milliseconds=200), 200)
@@ -149,37 +149,43 @@ def test_settings_build_both_jobs_and_absent_keys_keep_the_defaults(offline_regi
 
 
 def test_handling_is_opt_in(offline_registry):
-    for config in (settings_with({}), settings_with({"handling": None}), LocalEventHandlerConfig(), None):
+    for config in (
+        settings_with({}).local_event_handler,
+        settings_with({"handling": None}).local_event_handler,
+        LocalEventHandlerConfig(),
+        None,
+    ):
         jobs = event_pipeline_jobs(
             config, database_registry=offline_registry, event_handler_registry=handlers()
         )
         assert [type(j) for j in jobs] == [EventFanoutJob]
-    with pytest.raises(TypeError, match="settings must be the loaded EkbatanSettings"):
+
+
+def test_anything_but_the_section_is_refused_naming_what_to_pass(offline_registry):
+    with pytest.raises(TypeError, match="takes the ekbatan.local-event-handler section or None; got dict$"):
         event_pipeline_jobs(
             {"handling": True}, database_registry=offline_registry, event_handler_registry=handlers()
         )
+    with pytest.raises(TypeError, match=r"got EkbatanSettings \(pass settings.local_event_handler\)"):
+        event_pipeline_jobs(
+            settings_with({}), database_registry=offline_registry, event_handler_registry=handlers()
+        )
 
 
-def test_apply_settings_applies_only_what_is_set(offline_registry):
+def test_only_the_keys_that_are_set_reach_the_builders(offline_registry):
     config = LocalEventHandlerConfig.model_validate(
-        {"handling-max-backoff-cap": "PT10S", "fanout-batch-size": 7}
+        {"handling-max-backoff-cap": "PT10S", "fanout-batch-size": 7, "handling": {"enabled": True}}
     )
-    handling = (
-        EventHandlingJob.builder()
-        .poll_delay(timedelta(milliseconds=300))
-        .apply_settings(config)
-        .database_registry(offline_registry)
-        .event_handler_registry(handlers())
-        .clock(UtcClock())
-        .build()
+    fanout, handling = event_pipeline_jobs(
+        config, database_registry=offline_registry, event_handler_registry=handlers()
     )
+    assert (fanout.batch_size, fanout.poll_delay) == (7, timedelta(seconds=1))
     assert (handling.poll_delay, handling.max_backoff_cap, handling.batch_size) == (
-        timedelta(milliseconds=300),
+        timedelta(seconds=1),
         timedelta(seconds=10),
         100,
     )
-    fanout = EventFanoutJob.builder().apply_settings(config)
-    assert fanout._batch_size == 7
+    assert handling.handler_timeout is None and handling.retention_window == timedelta(days=7)
 
 
 def test_a_real_job_registry_delivers_and_releases_both_rows_at_shutdown(one_shard):

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import registry as sqlalchemy_dialects
 from sqlalchemy.engine.default import DefaultDialect
 
-from ekbatan.core import ConnectionProvider, EkbatanSettings, settings_from_document
+from ekbatan.core import ConnectionProvider
 from ekbatan.distributed_jobs import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DistributedJob,
@@ -251,81 +251,12 @@ def test_knobs_reach_the_engine(engine):
     )
 
 
-# --------------------------------------------------------------------------- apply_settings
-def knobs(registry: JobRegistry) -> tuple[timedelta, timedelta, timedelta]:
-    s = registry.scheduler
-    return s.polling_interval, s.heartbeat_interval, s.shutdown_max_wait
-
-
-ONE_SHARD = {
-    "default-shard": {"group": 0, "member": 0},
-    "groups": [
-        {
-            "group": 0,
-            "name": "global",
-            "members": [{"member": 0, "configs": {"primary-config": {"url": "sqlite:///unused.sqlite"}}}],
-        }
-    ],
-}
-
-
-def jobs_settings(**jobs: str) -> EkbatanSettings:
-    """``application.yml`` read the usual way, so that the durations are parsed as in production."""
-    return settings_from_document({"ekbatan": {"jobs": jobs, "sharding": ONE_SHARD}}, environ={})
-
-
-def test_apply_settings_applies_a_zero_shutdown_max_wait(engine):
-    settings = jobs_settings(**{"shutdown-max-wait": "PT0S"})
-    registry = builder(engine).with_job(Job()).apply_settings(settings.jobs).build()
-    assert registry.scheduler.shutdown_max_wait == timedelta(0)  # not the 30-minute default
-
-
-def test_apply_settings_leaves_absent_keys_at_the_builder_defaults(engine):
-    defaults = knobs(builder(engine).with_job(Job()).build())
-    registry = builder(engine).with_job(Job()).apply_settings(jobs_settings()).build()
-    assert knobs(registry) == defaults
-    only_poll = builder(engine).with_job(Job()).heartbeat_interval(timedelta(seconds=3))
-    registry = only_poll.apply_settings(jobs_settings(**{"polling-interval": "PT2S"})).build()
-    assert knobs(registry) == (timedelta(seconds=2), timedelta(seconds=3), defaults[2])
-
-
-def test_apply_settings_overrides_earlier_calls_and_later_calls_override_it(engine):
-    settings = jobs_settings(
-        **{"polling-interval": "PT2S", "heartbeat-interval": "PT30S", "shutdown-max-wait": "PT5S"}
-    )
-    b = (
-        builder(engine)
-        .with_job(Job())
-        .poll_interval(timedelta(seconds=9))
-        .shutdown_max_wait(timedelta(hours=1))
-    )
-    assert b.apply_settings(settings) is b  # the whole EkbatanSettings works too
-    assert knobs(b.build()) == (timedelta(seconds=2), timedelta(seconds=30), timedelta(seconds=5))
-    b.heartbeat_interval(timedelta(seconds=12))
-    assert knobs(b.build())[1] == timedelta(seconds=12)
-
-
-def test_apply_settings_refuses_anything_else(engine):
-    with pytest.raises(TypeError, match="JobsConfig or EkbatanSettings, got dict"):
-        builder(engine).apply_settings({"shutdown-max-wait": "PT0S"})
-
-
-def test_missed_heartbeats_limit_reaches_the_engine_from_the_builder_and_the_settings(engine):
+def test_missed_heartbeats_limit_reaches_the_engine_from_the_builder(engine):
     built = builder(engine).with_job(Job()).missed_heartbeats_limit(8).build().scheduler
     assert built.missed_heartbeats_limit == 8
     assert built.heartbeat_interval * built.missed_heartbeats_limit == timedelta(seconds=80)
-    settings = jobs_settings(**{"heartbeat-interval": "PT30S", "missed-heartbeats-limit": 4})
-    applied = builder(engine).with_job(Job()).apply_settings(settings).build().scheduler
-    assert (applied.heartbeat_interval, applied.missed_heartbeats_limit) == (timedelta(seconds=30), 4)
-    # absent, the limit stays the engine's 6
-    assert (
-        builder(engine)
-        .with_job(Job())
-        .apply_settings(jobs_settings())
-        .build()
-        .scheduler.missed_heartbeats_limit
-        == 6
-    )
+    # not set, the limit stays the engine's 6
+    assert builder(engine).with_job(Job()).build().scheduler.missed_heartbeats_limit == 6
 
 
 @pytest.mark.parametrize("limit", [3, 0, -1, 4.5, True])

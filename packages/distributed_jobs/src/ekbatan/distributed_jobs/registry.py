@@ -14,7 +14,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
@@ -37,9 +37,6 @@ from ekbatan.distributed_jobs.scheduler import (
     describe_failure,
 )
 from ekbatan.distributed_jobs.stop_signals import StopSignals
-
-if TYPE_CHECKING:
-    from ekbatan.core.config import EkbatanSettings, JobsConfig
 
 log = logging.getLogger("ekbatan.distributed_jobs")
 
@@ -183,41 +180,6 @@ class JobRegistryBuilder:
     def shutdown_max_wait(self, wait: timedelta) -> JobRegistryBuilder:
         """Applied to each of the two shutdown phases, so stopping can take up to twice this."""
         self._shutdown_max_wait = wait
-        return self
-
-    def apply_settings(self, jobs: JobsConfig | EkbatanSettings) -> JobRegistryBuilder:
-        """Apply ``ekbatan.jobs`` from ``application.yml``: every key that is set, and only those.
-
-        Accepts the ``JobsConfig`` or the whole ``EkbatanSettings``. A key that is set to zero
-        (``shutdown-max-wait: PT0S``) is applied; a key that is absent keeps the builder's value.
-        Builder calls made after this one override it.
-        """
-        # Imported here: the scheduler must not load pydantic and the settings models unless
-        # settings are actually used, and whoever holds a settings object has loaded them already.
-        # Without ekbatan-core installed (the ``settings`` extra) nobody can hold one.
-        try:
-            from ekbatan.core.config import EkbatanSettings, JobsConfig
-        except ImportError:
-            raise TypeError(
-                f"apply_settings takes a JobsConfig or EkbatanSettings (from ekbatan-core, not "
-                f"installed), got {type(jobs).__name__}"
-            ) from None
-
-        if isinstance(jobs, EkbatanSettings):
-            jobs = jobs.jobs
-        if not isinstance(jobs, JobsConfig):
-            raise TypeError(
-                f"apply_settings takes a JobsConfig or EkbatanSettings, got {type(jobs).__name__}"
-            )
-        # "is not None", never truthiness: timedelta(0) is falsy and PT0S must still apply.
-        if jobs.polling_interval is not None:
-            self.poll_interval(jobs.polling_interval)
-        if jobs.heartbeat_interval is not None:
-            self.heartbeat_interval(jobs.heartbeat_interval)
-        if jobs.missed_heartbeats_limit is not None:
-            self.missed_heartbeats_limit(jobs.missed_heartbeats_limit)
-        if jobs.shutdown_max_wait is not None:
-            self.shutdown_max_wait(jobs.shutdown_max_wait)
         return self
 
     def register_shutdown_hook(self, enabled: bool) -> JobRegistryBuilder:

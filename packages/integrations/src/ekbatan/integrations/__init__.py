@@ -5,6 +5,7 @@ loads only the framework it uses:
 * ``ekbatan.integrations.discovery`` — ``scan(packages)``;
 * ``ekbatan.integrations.runtime`` — ``build_runtime(config, packages)``, the graph every
   integration builds, usable on its own in a plain script;
+* ``ekbatan.integrations.builder_settings`` — ``apply_jobs_settings(builder, settings.jobs)``;
 * ``ekbatan.integrations.di`` — ``EkbatanContainer`` (extra ``[di]``);
 * ``ekbatan.integrations.fastapi`` — ``ekbatan_lifespan(config, packages)``, dependencies,
   ``run_action``, ``health_router()`` (extra ``[fastapi]``);
@@ -15,8 +16,17 @@ loads only the framework it uses:
 * ``ekbatan.integrations.task_views`` — the operator's view of ``scheduled_tasks``.
 """
 
+from ekbatan.integrations.builder_settings import apply_jobs_settings
 from ekbatan.integrations.construction import ConstructionError
 from ekbatan.integrations.discovery import Discovered, DiscoveryError, scan
 from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
 
-__all__ = ["ConstructionError", "Discovered", "DiscoveryError", "EkbatanRuntime", "build_runtime", "scan"]
+__all__ = [
+    "ConstructionError",
+    "Discovered",
+    "DiscoveryError",
+    "EkbatanRuntime",
+    "apply_jobs_settings",
+    "build_runtime",
+    "scan",
+]

@@ -24,6 +24,7 @@ from ekbatan.core.persistence import ConnectionProvider
 from ekbatan.core.sharding import jobs_connection_provider
 from ekbatan.distributed_jobs import DistributedJob, JobRegistry, task_definition_of
 from ekbatan.distributed_jobs.scheduler import SchedulerBuilder, SchedulerClient, Task
+from ekbatan.integrations.builder_settings import apply_jobs_settings
 from ekbatan.integrations.construction import Offer, construct, offers_of_container
 from ekbatan.integrations.discovery import Discovered, scan
 from ekbatan.integrations.options import DEFAULT_CONFIG, EkbatanOptions, OptionFields
@@ -152,15 +153,10 @@ def job_registry_for(
 ) -> JobRegistry:
     """The job registry of ``jobs`` and ``tasks`` on ``jobs_pool``; the framework's lifecycle
     starts and stops it."""
-    builder = (
-        JobRegistry.builder()
-        .connection_provider(jobs_pool)
-        .with_jobs(jobs)
-        .with_tasks(tasks)
-        .apply_settings(settings.jobs)
-        .register_shutdown_hook(False)
-        .require_database(require_database)
+    builder = apply_jobs_settings(
+        JobRegistry.builder().connection_provider(jobs_pool).with_jobs(jobs).with_tasks(tasks), settings.jobs
     )
+    builder.register_shutdown_hook(False).require_database(require_database)
     if customize_scheduler is not None:
         builder.customize_scheduler(customize_scheduler)
     return builder.build()
@@ -178,7 +174,7 @@ def pipeline_jobs_for(
         return []
     return list(
         event_pipeline_jobs(
-            settings,
+            settings.local_event_handler,
             database_registry=database_registry,
             event_handler_registry=handler_registry,
             clock=clock,

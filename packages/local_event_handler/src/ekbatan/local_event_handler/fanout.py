@@ -14,7 +14,6 @@ import logging
 import threading
 from typing import Any
 
-from ekbatan.core.config import EkbatanSettings, LocalEventHandlerConfig
 from ekbatan.core.outbox.clock import utc_now
 from ekbatan.core.outbox.wakeups import events_channel
 from ekbatan.core.persistence import DialectName, TransactionManager
@@ -38,16 +37,6 @@ class EventFanoutJobBuilder(PipelineJobBuilder):
     def __init__(self) -> None:
         super().__init__(DEFAULT_FANOUT_NAME, DEFAULT_FANOUT_BATCH_SIZE)
         self._on_fanned_out: list[PipelineJob] = []
-
-    def apply_settings(self, settings: LocalEventHandlerConfig | EkbatanSettings) -> EventFanoutJobBuilder:
-        """Apply ``fanout-poll-delay`` and ``fanout-batch-size`` where they are set; absent keys
-        leave the builder as it is."""
-        config = settings.local_event_handler if isinstance(settings, EkbatanSettings) else settings
-        if config.fanout_poll_delay is not None:
-            self.poll_delay(config.fanout_poll_delay)
-        if config.fanout_batch_size is not None:
-            self.batch_size(config.fanout_batch_size)
-        return self
 
     def wake_after_fanout(self, job: PipelineJob) -> EventFanoutJobBuilder:
         """Wake ``job`` (the handling job of this process) whenever a round created notifications."""

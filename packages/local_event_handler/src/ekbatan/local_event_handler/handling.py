@@ -28,7 +28,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.core.config import EkbatanSettings, LocalEventHandlerConfig
 from ekbatan.core.outbox import EventCodec, default_codec
 from ekbatan.core.outbox.clock import utc_now
 from ekbatan.core.outbox.wakeups import notifications_channel
@@ -90,21 +89,6 @@ class EventHandlingJobBuilder(PipelineJobBuilder):
             require_timedelta(timeout, "handler_timeout")
             require_positive(timeout, "handler_timeout", "timedelta(seconds=30)")
         self._handler_timeout = timeout
-        return self
-
-    def apply_settings(self, settings: LocalEventHandlerConfig | EkbatanSettings) -> EventHandlingJobBuilder:
-        """Apply the ``handling-*`` keys that are set; absent keys leave the builder as it is."""
-        config = settings.local_event_handler if isinstance(settings, EkbatanSettings) else settings
-        if config.handling_poll_delay is not None:
-            self.poll_delay(config.handling_poll_delay)
-        if config.handling_batch_size is not None:
-            self.batch_size(config.handling_batch_size)
-        if config.handling_max_backoff_cap is not None:
-            self.max_backoff_cap(config.handling_max_backoff_cap)
-        if config.handling_retention_window is not None:
-            self.retention_window(config.handling_retention_window)
-        if config.handling_handler_timeout is not None:
-            self.handler_timeout(config.handling_handler_timeout)
         return self
 
     def build(self) -> EventHandlingJob:

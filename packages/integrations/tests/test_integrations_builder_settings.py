@@ -1,0 +1,94 @@
+"""``ekbatan.jobs`` onto the JobRegistry builder: every key that is set, and only those, as plain
+builder calls (the engine's builders never see a settings object)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from ekbatan.core import EkbatanSettings, settings_from_document
+from ekbatan.distributed_jobs import DistributedJob, JobContext, JobRegistry, Schedule, Schedules
+from ekbatan.integrations import apply_jobs_settings
+
+ONE_SHARD = {
+    "default-shard": {"group": 0, "member": 0},
+    "groups": [
+        {
+            "group": 0,
+            "name": "global",
+            "members": [{"member": 0, "configs": {"primary-config": {"url": "sqlite:///unused.sqlite"}}}],
+        }
+    ],
+}
+
+
+class Job(DistributedJob):
+    def name(self) -> str:
+        return "report"
+
+    def schedule(self) -> Schedule:
+        return Schedules.fixed_delay(timedelta(seconds=1))
+
+    def execute(self, ctx: JobContext) -> None:
+        pass
+
+
+@pytest.fixture
+def engine(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'jobs.sqlite'}")  # building connects to nothing
+    yield engine
+    engine.dispose()
+
+
+def builder(engine: sa.Engine):
+    return JobRegistry.builder().connection_provider(engine).register_shutdown_hook(False).with_job(Job())
+
+
+def knobs(registry: JobRegistry) -> tuple[timedelta, timedelta, timedelta]:
+    s = registry.scheduler
+    return s.polling_interval, s.heartbeat_interval, s.shutdown_max_wait
+
+
+def jobs_settings(**jobs: object) -> EkbatanSettings:
+    """``application.yml`` read the usual way, so that the durations are parsed as in production."""
+    return settings_from_document({"ekbatan": {"jobs": jobs, "sharding": ONE_SHARD}}, environ={})
+
+
+def test_a_zero_shutdown_max_wait_is_applied(engine):
+    settings = jobs_settings(**{"shutdown-max-wait": "PT0S"})
+    registry = apply_jobs_settings(builder(engine), settings.jobs).build()
+    assert registry.scheduler.shutdown_max_wait == timedelta(0)  # not the 30-minute default
+
+
+def test_absent_keys_leave_the_builder_defaults(engine):
+    defaults = knobs(builder(engine).build())
+    assert knobs(apply_jobs_settings(builder(engine), jobs_settings().jobs).build()) == defaults
+    only_poll = builder(engine).heartbeat_interval(timedelta(seconds=3))
+    registry = apply_jobs_settings(only_poll, jobs_settings(**{"polling-interval": "PT2S"}).jobs).build()
+    assert knobs(registry) == (timedelta(seconds=2), timedelta(seconds=3), defaults[2])
+
+
+def test_settings_override_earlier_calls_and_later_calls_override_them(engine):
+    settings = jobs_settings(
+        **{"polling-interval": "PT2S", "heartbeat-interval": "PT30S", "shutdown-max-wait": "PT5S"}
+    )
+    b = builder(engine).poll_interval(timedelta(seconds=9)).shutdown_max_wait(timedelta(hours=1))
+    assert apply_jobs_settings(b, settings.jobs) is b
+    assert knobs(b.build()) == (timedelta(seconds=2), timedelta(seconds=30), timedelta(seconds=5))
+    b.heartbeat_interval(timedelta(seconds=12))
+    assert knobs(b.build())[1] == timedelta(seconds=12)
+
+
+def test_the_missed_heartbeats_limit_reaches_the_engine(engine):
+    settings = jobs_settings(**{"heartbeat-interval": "PT30S", "missed-heartbeats-limit": 4})
+    applied = apply_jobs_settings(builder(engine), settings.jobs).build().scheduler
+    assert (applied.heartbeat_interval, applied.missed_heartbeats_limit) == (timedelta(seconds=30), 4)
+
+
+@pytest.mark.parametrize("wrong", [{"shutdown-max-wait": "PT0S"}, "whole-settings"])
+def test_anything_but_the_jobs_section_is_refused_naming_what_to_pass(engine, wrong):
+    given = jobs_settings() if wrong == "whole-settings" else wrong
+    with pytest.raises(TypeError, match=r"takes the ekbatan.jobs section \(settings.jobs\), got "):
+        apply_jobs_settings(builder(engine), given)
