@@ -14,9 +14,6 @@ if TYPE_CHECKING:
     from ekbatan.core.config.environment import EkbatanEnvironmentSource, EnvironmentOverrideError
     from ekbatan.core.config.errors import SettingsError
     from ekbatan.core.config.jobs import (
-        DEFAULT_HEARTBEAT_INTERVAL,
-        DEFAULT_POLLING_INTERVAL,
-        DEFAULT_SHUTDOWN_MAX_WAIT,
         JobsConfig,
     )
     from ekbatan.core.config.key_folding import fold_key
@@ -25,9 +22,6 @@ if TYPE_CHECKING:
     from ekbatan.core.config.settings import EkbatanSettings, load_settings, settings_from_document
 
 __all__ = [
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "DEFAULT_POLLING_INTERVAL",
-    "DEFAULT_SHUTDOWN_MAX_WAIT",
     "DurationFormatError",
     "EkbatanEnvironmentSource",
     "EkbatanSettings",
@@ -56,12 +50,7 @@ __getattr__, __dir__ = _lazy_exports(
         ),
         "ekbatan.core.config.environment": ("EkbatanEnvironmentSource", "EnvironmentOverrideError"),
         "ekbatan.core.config.errors": ("SettingsError",),
-        "ekbatan.core.config.jobs": (
-            "DEFAULT_HEARTBEAT_INTERVAL",
-            "DEFAULT_POLLING_INTERVAL",
-            "DEFAULT_SHUTDOWN_MAX_WAIT",
-            "JobsConfig",
-        ),
+        "ekbatan.core.config.jobs": ("JobsConfig",),
         "ekbatan.core.config.key_folding": ("fold_key",),
         "ekbatan.core.config.local_event_handler": ("HandlingConfig", "LocalEventHandlerConfig"),
         "ekbatan.core.config.placeholders": ("expand_placeholders",),

@@ -9,10 +9,8 @@ from pydantic import ConfigDict, field_validator
 from ekbatan.core.config.durations import IsoDuration, format_iso_duration
 from ekbatan.core.config.key_folding import KeyFoldingModel
 
-DEFAULT_POLLING_INTERVAL = timedelta(seconds=10)
-DEFAULT_HEARTBEAT_INTERVAL = timedelta(seconds=10)
-DEFAULT_SHUTDOWN_MAX_WAIT = timedelta(minutes=30)
-DEFAULT_MISSED_HEARTBEATS_LIMIT = 6
+# No defaults here: an absent key is None and leaves the engine's own default alone (the engine
+# owns them; docs/configuration.md lists them).
 # The engine's own minimum (SchedulerBuilder.missed_heartbeats_limit), repeated here because
 # settings load without the engine: refused at load, the error names the key and the file.
 MIN_MISSED_HEARTBEATS_LIMIT = 4
@@ -65,6 +63,6 @@ class JobsConfig(KeyFoldingModel):
             raise ValueError(
                 f"must be at least {MIN_MISSED_HEARTBEATS_LIMIT}, got {value}: an execution is declared dead "
                 f"after heartbeat-interval × this many missed heartbeats, and fewer would revive runs that are "
-                f"only slow to write one (default {DEFAULT_MISSED_HEARTBEATS_LIMIT})"
+                f"only slow to write one (leave it unset for the engine's default)"
             )
         return value

@@ -4,7 +4,11 @@ Depends on SQLAlchemy and the standard library only — never on ``ekbatan.core`
 so it can be used on its own.
 """
 
-from ekbatan.distributed_jobs.scheduler._builder import MIN_MISSED_HEARTBEATS, SchedulerBuilder
+from ekbatan.distributed_jobs.scheduler._builder import (
+    DEFAULT_MISSED_HEARTBEATS,
+    MIN_MISSED_HEARTBEATS,
+    SchedulerBuilder,
+)
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient, WhenExists
 from ekbatan.distributed_jobs.scheduler._clock import Clock, SettableClock, SystemClock
 from ekbatan.distributed_jobs.scheduler._context import (
@@ -113,6 +117,7 @@ __all__ = [
     "DEFAULT_TABLE_NAME",
     "NEVER",
     "MAX_KEY_LENGTH",
+    "DEFAULT_MISSED_HEARTBEATS",
     "MIN_MISSED_HEARTBEATS",
     "PRIORITY_HIGH",
     "PRIORITY_LOW",

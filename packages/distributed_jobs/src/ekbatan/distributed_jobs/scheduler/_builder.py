@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")
 
 MIN_MISSED_HEARTBEATS = 4
+#: executions are dead after heartbeat interval × this many missed heartbeats, unless configured
+DEFAULT_MISSED_HEARTBEATS = 6
 
 
 #: what ``picked_by`` holds (db-scheduler's ``varchar(50)``)
@@ -98,7 +100,7 @@ class SchedulerBuilder:
         self._threads = 10
         self._polling_interval = timedelta(seconds=10)
         self._heartbeat_interval = timedelta(minutes=5)
-        self._missed_heartbeats_limit = 6
+        self._missed_heartbeats_limit = DEFAULT_MISSED_HEARTBEATS
         self._shutdown_max_wait = timedelta(minutes=30)
         self._delete_unresolved_after = timedelta(days=14)
         self._immediate_execution = True

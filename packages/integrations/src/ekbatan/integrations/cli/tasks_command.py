@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from ekbatan.distributed_jobs import DEFAULT_HEARTBEAT_INTERVAL
-from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.distributed_jobs.scheduler import DEFAULT_MISSED_HEARTBEATS, SchedulerClient
 from ekbatan.integrations.cli.app import Invocation, ekbatan_command, main
 from ekbatan.integrations.cli.tables import TABLE_WIDTH, format_age, format_time, render_table
 from ekbatan.integrations.cli.targets import CliError
@@ -37,8 +37,6 @@ from ekbatan.integrations.task_views import (
 __all__ = ["tasks"]
 
 SHOW_DATA_CHARS = 2000
-#: the engine's default missed-heartbeats limit (``ekbatan.jobs.missed-heartbeats-limit`` unset)
-MISSED_HEARTBEATS = 6
 SHOW_HEX_BYTES = 64
 
 
@@ -252,7 +250,7 @@ def dead_window(invocation: Invocation) -> DeadWindow:
     jobs = settings.jobs if settings is not None else None
     return DeadWindow(
         (jobs.heartbeat_interval if jobs else None) or DEFAULT_HEARTBEAT_INTERVAL,
-        (jobs.missed_heartbeats_limit if jobs else None) or MISSED_HEARTBEATS,
+        (jobs.missed_heartbeats_limit if jobs else None) or DEFAULT_MISSED_HEARTBEATS,
         configured=settings is not None,
     )
 
