@@ -155,3 +155,16 @@ def test_every_module_imports():
             if info.name.endswith(".demo"):
                 continue
             importlib.import_module(info.name)
+
+
+def test_other_packages_use_only_ekbatan_cores_public_names():
+    """Outside ``ekbatan.core``, code imports from ``ekbatan.core`` or its subpackages'
+    ``__init__`` (their ``__all__``), never from the modules behind them."""
+    deep = re.compile(r"^\s*(?:from|import) (ekbatan\.core\.\w+\.\w+)", re.MULTILINE)
+    found = {
+        f"{path.relative_to(REPO)}: {module}"
+        for name in ("distributed_jobs", "local_event_handler", "integrations")
+        for path in (REPO / "packages" / name / "src").rglob("*.py")
+        for module in deep.findall(path.read_text("utf-8"))
+    }
+    assert not found, sorted(found)

@@ -14,10 +14,9 @@ import logging
 import threading
 from typing import Any
 
-from ekbatan.core.outbox.clock import utc_now
-from ekbatan.core.outbox.wakeups import events_channel
+from ekbatan.core.outbox import events_channel, utc_now
 from ekbatan.core.persistence import DialectName, TransactionManager
-from ekbatan.core.sharding.shard_identifier import ShardIdentifier
+from ekbatan.core.sharding import ShardIdentifier
 from ekbatan.local_event_handler.connections import pipeline_connection
 from ekbatan.local_event_handler.event_type_checks import (
     unrecorded_subscriptions,

@@ -21,10 +21,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.core.migrations.eventlog_ddl import eventlog_table_names
-from ekbatan.core.outbox.wakeups import notifications_channel
-from ekbatan.core.persistence import DialectName
-from ekbatan.core.persistence.column_types import UtcDateTime
+from ekbatan.core.migrations import eventlog_table_names
+from ekbatan.core.outbox import notifications_channel
+from ekbatan.core.persistence import DialectName, UtcDateTime
 from ekbatan.local_event_handler.states import NotificationState
 
 #: the columns a notification copies from its event, in the tables' order

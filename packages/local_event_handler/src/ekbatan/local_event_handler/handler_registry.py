@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ekbatan.core.outbox import ModelEvent
-from ekbatan.core.outbox.event_types import qualified_name
+from ekbatan.core.outbox import ModelEvent, qualified_name
 from ekbatan.local_event_handler.handler import EventHandler
 
 

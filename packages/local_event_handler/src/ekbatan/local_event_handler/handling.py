@@ -28,9 +28,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.core.outbox import EventCodec, default_codec
-from ekbatan.core.outbox.clock import utc_now
-from ekbatan.core.outbox.wakeups import notifications_channel
+from ekbatan.core.outbox import EventCodec, default_codec, notifications_channel, utc_now
 from ekbatan.core.persistence import TransactionManager
 from ekbatan.local_event_handler import handling_sql as sql
 from ekbatan.local_event_handler.backoff import backoff_delay

@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.core.migrations.eventlog_metadata import EventlogTables, eventlog_tables
+from ekbatan.core.migrations import EventlogTables, eventlog_tables
 from ekbatan.core.persistence import DialectName
 from ekbatan.local_event_handler.states import OPEN_STATES, TERMINAL_STATES, NotificationState
 

@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from ekbatan.core.config.jobs import (
         JobsConfig,
     )
-    from ekbatan.core.config.key_folding import fold_key
+    from ekbatan.core.config.key_folding import (
+        fold_key,
+        kebab_spelling,
+    )
     from ekbatan.core.config.local_event_handler import HandlingConfig, LocalEventHandlerConfig
     from ekbatan.core.config.placeholders import expand_placeholders
     from ekbatan.core.config.settings import EkbatanSettings, load_settings, settings_from_document
@@ -34,6 +37,7 @@ __all__ = [
     "expand_placeholders",
     "fold_key",
     "format_iso_duration",
+    "kebab_spelling",
     "load_settings",
     "parse_iso_duration",
     "settings_from_document",
@@ -51,7 +55,7 @@ __getattr__, __dir__ = _lazy_exports(
         "ekbatan.core.config.environment": ("EkbatanEnvironmentSource", "EnvironmentOverrideError"),
         "ekbatan.core.config.errors": ("SettingsError",),
         "ekbatan.core.config.jobs": ("JobsConfig",),
-        "ekbatan.core.config.key_folding": ("fold_key",),
+        "ekbatan.core.config.key_folding": ("fold_key", "kebab_spelling"),
         "ekbatan.core.config.local_event_handler": ("HandlingConfig", "LocalEventHandlerConfig"),
         "ekbatan.core.config.placeholders": ("expand_placeholders",),
         "ekbatan.core.config.settings": ("EkbatanSettings", "load_settings", "settings_from_document"),

@@ -10,7 +10,11 @@ from ekbatan.core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ekbatan.core.outbox.actions import ACTION_MARKER, Action, action, is_action
-    from ekbatan.core.outbox.clock import Clock, UtcClock
+    from ekbatan.core.outbox.clock import (
+        Clock,
+        UtcClock,
+        utc_now,
+    )
     from ekbatan.core.outbox.codec import EncodedEvent, EventCodec, default_codec
     from ekbatan.core.outbox.errors import (
         ActionNotRegisteredError,
@@ -23,7 +27,11 @@ if TYPE_CHECKING:
         PartiallyCommittedError,
         UnexpectedRowCountError,
     )
-    from ekbatan.core.outbox.event_types import EventTypeRegistry, default_event_types
+    from ekbatan.core.outbox.event_types import (
+        EventTypeRegistry,
+        default_event_types,
+        qualified_name,
+    )
     from ekbatan.core.outbox.events import ModelEvent
     from ekbatan.core.outbox.executor import ActionExecutor, ActionOutcome
     from ekbatan.core.outbox.namespaces import validate_namespace
@@ -31,6 +39,10 @@ if TYPE_CHECKING:
     from ekbatan.core.outbox.plan import ActionPlan, current_plan
     from ekbatan.core.outbox.recording import RecordedAction, record_events
     from ekbatan.core.outbox.routing import instance_shard
+    from ekbatan.core.outbox.wakeups import (
+        events_channel,
+        notifications_channel,
+    )
 
 __all__ = [
     "ACTION_MARKER",
@@ -59,18 +71,23 @@ __all__ = [
     "current_plan",
     "default_codec",
     "default_event_types",
+    "events_channel",
     "instance_shard",
     "is_action",
+    "notifications_channel",
     "params_to_json_object",
+    "qualified_name",
     "record_events",
+    "utc_now",
     "validate_namespace",
 ]
 
 __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
+        "ekbatan.core.outbox.wakeups": ("events_channel", "notifications_channel"),
         "ekbatan.core.outbox.actions": ("ACTION_MARKER", "Action", "action", "is_action"),
-        "ekbatan.core.outbox.clock": ("Clock", "UtcClock"),
+        "ekbatan.core.outbox.clock": ("Clock", "UtcClock", "utc_now"),
         "ekbatan.core.outbox.codec": ("EncodedEvent", "EventCodec", "default_codec"),
         "ekbatan.core.outbox.errors": (
             "ActionNotRegisteredError",
@@ -83,7 +100,7 @@ __getattr__, __dir__ = _lazy_exports(
             "PartiallyCommittedError",
             "UnexpectedRowCountError",
         ),
-        "ekbatan.core.outbox.event_types": ("EventTypeRegistry", "default_event_types"),
+        "ekbatan.core.outbox.event_types": ("EventTypeRegistry", "default_event_types", "qualified_name"),
         "ekbatan.core.outbox.events": ("ModelEvent",),
         "ekbatan.core.outbox.executor": ("ActionExecutor", "ActionOutcome"),
         "ekbatan.core.outbox.namespaces": ("validate_namespace",),

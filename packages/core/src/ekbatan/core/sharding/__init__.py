@@ -6,11 +6,16 @@ from ekbatan.core.lazy_exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ekbatan.core.sharding.config import (
+        JOBS_CONFIG,
+        PRIMARY_CONFIG,
         DefaultShardConfig,
         GroupConfig,
         MemberConfig,
         ShardingConfig,
         target_name,
+    )
+    from ekbatan.core.sharding.config import (
+        config_path as pool_config_key,
     )
     from ekbatan.core.sharding.jobs_pool import (
         JobsPoolNotConfiguredError,
@@ -26,13 +31,16 @@ __all__ = [
     "DatabaseRegistry",
     "DefaultShardConfig",
     "GroupConfig",
+    "JOBS_CONFIG",
     "JobsPoolNotConfiguredError",
     "MemberConfig",
+    "PRIMARY_CONFIG",
     "ShardIdentifier",
     "ShardedUUID",
     "ShardingConfig",
     "jobs_config_path",
     "jobs_connection_provider",
+    "pool_config_key",
     "resolve_jobs_config",
     "target_name",
 ]
@@ -46,6 +54,9 @@ __getattr__, __dir__ = _lazy_exports(
             "MemberConfig",
             "ShardingConfig",
             "target_name",
+            "JOBS_CONFIG",
+            "PRIMARY_CONFIG",
+            "config_path as pool_config_key",
         ),
         "ekbatan.core.sharding.jobs_pool": (
             "JobsPoolNotConfiguredError",

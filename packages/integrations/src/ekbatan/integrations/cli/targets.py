@@ -14,11 +14,10 @@ import click
 import sqlalchemy as sa
 
 from ekbatan.core import DataSourceConfig, DialectName, EkbatanSettings, load_settings
-from ekbatan.core.config.key_folding import kebab_spelling
+from ekbatan.core.config import kebab_spelling
 from ekbatan.core.migrations import DEFAULT_EVENTLOG_SCHEMA, eventlog_tables
 from ekbatan.core.persistence import ConnectionProvider, mask_url_password
-from ekbatan.core.sharding.config import JOBS_CONFIG, PRIMARY_CONFIG, config_path, target_name
-from ekbatan.core.sharding.shard_identifier import ShardIdentifier
+from ekbatan.core.sharding import JOBS_CONFIG, PRIMARY_CONFIG, ShardIdentifier, pool_config_key, target_name
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 
 __all__ = ["CliError", "Pool", "Shard", "Target", "resolve_target"]
@@ -187,7 +186,7 @@ def config_target(settings: EkbatanSettings, source: str) -> Target:
         ident = ShardIdentifier(group.group, member.member)
         slots = [PRIMARY_CONFIG] + [slot for slot in member.configs if slot != PRIMARY_CONFIG]
         pools = tuple(
-            Pool(name, kebab_spelling(slot), member.configs[slot], config_path(sharding, ident, slot))
+            Pool(name, kebab_spelling(slot), member.configs[slot], pool_config_key(sharding, ident, slot))
             for slot in slots
         )
         shards.append(Shard(name, pools, member.eventlog_schema))

@@ -26,7 +26,7 @@ import yaml
 
 from ekbatan.core import ActionExecutor, DatabaseRegistry, load_settings, migrate
 from ekbatan.core.migrations import HISTORY_TABLE
-from ekbatan.core.persistence.credentials import mask_url_password
+from ekbatan.core.persistence import mask_url_password
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.demo import shop
 from ekbatan.integrations.demo.progress import Progress
