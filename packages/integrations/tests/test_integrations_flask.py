@@ -72,10 +72,16 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
         assert ekbatan.settings.namespace == "wallet"
         migrated = app.test_cli_runner().invoke(args=["ekbatan", "migrate"])
         assert migrated.exit_code == 0, migrated.output
-        assert migrated.output.startswith("shard global/member-0 (")
-        assert "applied eventlog 1, eventlog 2, scheduled_tasks 0001" in migrated.output, migrated.output
+        # ekbatan migrate's own table: one row per migration and shard, then a summary
+        lines = migrated.output.splitlines()
+        assert lines[0].split() == ["SHARD", "DIALECT", "MIGRATION", "STATUS", "DESCRIPTION"], migrated.output
+        rows = {" ".join(line.split()[2:4]): line.split()[4] for line in lines if line.startswith("global/")}
+        assert set(rows) == {"eventlog 1", "eventlog 2", "scheduled_tasks 0001"}, migrated.output
+        assert rows["eventlog 1"] == rows["scheduled_tasks 0001"] == "applied", migrated.output
+        assert lines[-1].endswith("applied on 1 shard(s)"), migrated.output
         again = app.test_cli_runner().invoke(args=["ekbatan", "migrate"])
-        assert "shard global/member-0" in again.output and "up to date" in again.output, again.output
+        assert again.output.splitlines()[-1] == "0 migration(s) applied on 1 shard(s)", again.output
+        assert "already applied" in again.output, again.output
         assert not ekbatan.started(app), "CLI commands do not start the job registry"
 
         with app.app_context():
@@ -93,8 +99,9 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
         listed = app.test_cli_runner().invoke(args=["ekbatan", "tasks"])
         assert listed.exit_code == 0, listed.output
         header, *lines = listed.output.splitlines()
-        assert header.split() == ["TASK", "INSTANCE", "DUE", "PICKED", "BY", "FAILURES"]
-        assert lines[-1] == "3 row(s)"
+        # ekbatan tasks list's own table
+        assert header.split() == ["TASK", "INSTANCE", "DUE", "PICKED", "BY", "HEARTBEAT", "FAILURES"]
+        assert lines[-1] == "3 execution(s)"
         assert sorted(line.split()[0] for line in lines[:-1]) == [
             "ekbatan-event-fanout",
             "ekbatan-event-handling",
@@ -111,7 +118,7 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
     ]
     # the CLI builds what it needs and closes it again when nothing was running
     listed = app.test_cli_runner().invoke(args=["ekbatan", "tasks"])
-    assert listed.exit_code == 0 and listed.output.splitlines()[-1] == "3 row(s)", listed.output
+    assert listed.exit_code == 0 and listed.output.splitlines()[-1] == "3 execution(s)", listed.output
     assert not ekbatan.started(app)
 
 

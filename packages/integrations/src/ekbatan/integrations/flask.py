@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Unpack, cast
 try:
     import click
     from flask import Blueprint, Flask, Response, appcontext_pushed, current_app, has_app_context, jsonify
-    from flask.cli import AppGroup
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "ekbatan.integrations.flask needs Flask: pip install 'ekbatan-integrations[flask]'"
@@ -31,21 +30,18 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 if TYPE_CHECKING:
     from werkzeug.local import LocalProxy
 
-from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings, migrate
+from ekbatan.core import ActionExecutor, DatabaseRegistry, EkbatanSettings
 from ekbatan.core.sharding import resolve_jobs_config
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
-from ekbatan.integrations.cli.tables import format_time, render_table
 from ekbatan.integrations.discovery import scan
+from ekbatan.integrations.flask_cli import EXTENSION_KEY, ekbatan_cli
 from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
 from ekbatan.integrations.options import EkbatanOptions, OptionFields, _flag
 from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime, load
-from ekbatan.integrations.task_views import list_tasks
 
 __all__ = ["Ekbatan", "ekbatan_cli", "gunicorn_post_worker_init", "gunicorn_worker_exit"]
 
 log = logging.getLogger("ekbatan.integrations.flask")
-
-EXTENSION_KEY = "ekbatan"
 
 
 @dataclass
@@ -345,47 +341,3 @@ def _cli_command_path() -> list[str]:
         names.append(ctx.info_name or "")
         ctx = ctx.parent
     return names[::-1]
-
-
-# ---------------------------------------------------------------------- CLI
-ekbatan_cli = AppGroup("ekbatan", help="Ekbatan: framework tables and scheduled tasks.")
-
-
-@ekbatan_cli.command("migrate")
-def migrate_command() -> None:
-    """Create or update the framework tables (eventlog, scheduled_tasks) on every shard."""
-    extension: Ekbatan = current_app.extensions[EXTENSION_KEY]
-    for report in migrate(extension.settings):
-        applied = ", ".join(f"{component} {version}" for component, version in report.applied)
-        click.echo(
-            f"shard {report.name} ({report.dialect}): "
-            + (f"applied {applied}" if applied else "up to date")
-            + f" ({len(report.already_applied)} already applied)"
-        )
-
-
-@ekbatan_cli.command("tasks")
-def tasks_command() -> None:
-    """List the rows of scheduled_tasks: task, instance, due time, picked by, failures."""
-    extension: Ekbatan = current_app.extensions[EXTENSION_KEY]
-    app = _app_of_this_context()
-    built_here = extension._states[app].runtime is None
-    try:
-        rows, more = list_tasks(extension.scheduler_client, limit=1000)
-    finally:
-        if built_here:
-            extension.stop(app)
-    table = [
-        (
-            row.task_name,
-            row.instance_id,
-            format_time(row.execution_time),
-            (row.picked_by or "?") if row.picked else "-",
-            row.consecutive_failures,
-        )
-        for row in rows
-    ]
-    click.echo(render_table(("TASK", "INSTANCE", "DUE", "PICKED BY", "FAILURES"), table))
-    if more:
-        click.echo("(the first 1000 rows; `ekbatan tasks list` filters and pages)")
-    click.echo(f"{len(rows)} row(s)")

@@ -9,7 +9,7 @@ from ekbatan.core.migrations import load_contributions
 from ekbatan.integrations.cli.app import Invocation, ekbatan_command
 from ekbatan.integrations.cli.tables import render_table
 
-__all__ = ["migrate_command"]
+__all__ = ["migrate_command", "run_migrate"]
 
 
 @ekbatan_command(name="migrate")
@@ -19,6 +19,11 @@ def migrate_command(invocation: Invocation) -> None:
     Each shard is migrated in configuration order; versions already applied are skipped, so
     running it again is safe. With --url, only that database is migrated.
     """
+    run_migrate(invocation)
+
+
+def run_migrate(invocation: Invocation) -> None:
+    """The command itself, for any entry point that has an invocation (``flask ekbatan migrate``)."""
     target = invocation.target()
     migrations = {(m.component, m.version): m for m in load_contributions()}
     reports: list[tuple[TargetReport, str]] = []

@@ -34,7 +34,7 @@ from ekbatan.integrations.task_views import (
     run_task_now,
 )
 
-__all__ = ["tasks"]
+__all__ = ["run_list", "tasks"]
 
 SHOW_DATA_CHARS = 2000
 SHOW_HEX_BYTES = 64
@@ -72,8 +72,13 @@ def list_command(
     """List scheduled executions, the earliest due first."""
     if picked and due:
         raise click.UsageError("--picked and --due exclude each other: a due execution is one not picked yet")
+    run_list(invocation, TaskFilter(task_name, failing, picked, due), limit)
+
+
+def run_list(invocation: Invocation, task_filter: TaskFilter, limit: int) -> None:
+    """The listing itself, for any entry point that has an invocation (``flask ekbatan tasks``)."""
     client = scheduler_client(invocation)
-    views, more = list_tasks(client, TaskFilter(task_name, failing, picked, due), limit=limit)
+    views, more = list_tasks(client, task_filter, limit=limit)
     data = {"executions": [v.as_dict() for v in views], "truncated": more}
     invocation.emit(data, lambda: _listing(views, more, limit))
 
