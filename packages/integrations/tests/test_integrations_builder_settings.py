@@ -92,3 +92,18 @@ def test_anything_but_the_jobs_section_is_refused_naming_what_to_pass(engine, wr
     given = jobs_settings() if wrong == "whole-settings" else wrong
     with pytest.raises(TypeError, match=r"takes the ekbatan.jobs section \(settings.jobs\), got "):
         apply_jobs_settings(builder(engine), given)
+
+
+def test_the_removed_builder_methods_say_what_to_write_instead(engine):
+    from ekbatan.local_event_handler import EventFanoutJob, EventHandlingJob
+
+    settings = jobs_settings()
+    with pytest.raises(
+        AttributeError, match=r"write ekbatan.integrations.apply_jobs_settings\(builder, settings.jobs\)"
+    ):
+        builder(engine).apply_settings(settings)
+    for pipeline_builder in (EventFanoutJob.builder(), EventHandlingJob.builder()):
+        with pytest.raises(
+            AttributeError, match=r"write event_pipeline_jobs\(settings.local_event_handler, "
+        ):
+            pipeline_builder.apply_settings(settings)

@@ -14,7 +14,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 import sqlalchemy as sa
 
@@ -181,6 +181,13 @@ class JobRegistryBuilder:
         """Applied to each of the two shutdown phases, so stopping can take up to twice this."""
         self._shutdown_max_wait = wait
         return self
+
+    def apply_settings(self, *_: object) -> NoReturn:
+        """Gone: the builder takes plain values; settings map onto them from the integrations."""
+        raise AttributeError(
+            "JobRegistryBuilder.apply_settings was removed: the builder takes plain values only; write "
+            "ekbatan.integrations.apply_jobs_settings(builder, settings.jobs) for the ekbatan.jobs keys"
+        )
 
     def register_shutdown_hook(self, enabled: bool) -> JobRegistryBuilder:
         """Stop at interpreter exit (``atexit``; default on). Integrations pass False and stop

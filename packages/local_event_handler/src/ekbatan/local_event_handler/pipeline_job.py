@@ -12,7 +12,7 @@ import abc
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Self
+from typing import Any, NoReturn, Self
 
 from ekbatan.core.outbox import Clock
 from ekbatan.core.sharding import DatabaseRegistry
@@ -74,6 +74,14 @@ class PipelineJobBuilder:
         """Listen for PostgreSQL notifications of new rows while running (default on)."""
         self._wakeups = bool(enabled)
         return self
+
+    def apply_settings(self, *_: object) -> NoReturn:
+        """Gone: the builders take plain values; ``event_pipeline_jobs`` maps the settings."""
+        raise AttributeError(
+            f"{type(self).__name__}.apply_settings was removed: the builders take plain values only; write "
+            "event_pipeline_jobs(settings.local_event_handler, database_registry=..., event_handler_registry=...) "
+            "or call the builder's setters"
+        )
 
     def _options(self) -> dict[str, Any]:
         """The options every pipeline job is built with, the required ones checked."""
