@@ -9,29 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.report_format import num, r2, table
+
 Row = tuple[str, str, str, float | None]
 
 
-def _f(x: Any, digits: int = 0) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, int | float):
-        return f"{x:,.{digits}f}"
-    return str(x)
-
-
-def _r(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}"
-
-
 def _rounds(values: list[float | None]) -> str:
-    return ", ".join(_r(v) for v in values)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return out
+    return ", ".join(r2(v) for v in values)
 
 
 def _against(goal: str, figure: dict[str, Any] | None, bar: float, unit: str = "") -> list[Row]:
@@ -42,7 +26,7 @@ def _against(goal: str, figure: dict[str, Any] | None, bar: float, unit: str = "
     return [
         (
             goal,
-            f"{_r(median)}{unit} (rounds {_rounds(figure['rounds'])})",
+            f"{r2(median)}{unit} (rounds {_rounds(figure['rounds'])})",
             f"{bar:.2f}{unit}",
             None if median is None else median / bar,
         )
@@ -76,12 +60,12 @@ def goals(d: dict[str, Any]) -> list[Row]:
     if f and f.get("ours_over_pgqueuer") is not None:
         ratio = f["ours_over_pgqueuer"]
         steps = f["ours"].get("producer_bound_steps") or []
-        bound = f" (producer-bound at {', '.join(_f(x) for x in steps)}/s)" if steps else ""
+        bound = f" (producer-bound at {', '.join(num(x) for x in steps)}/s)" if steps else ""
         rows.append(
             (
                 "PG, steady inflow, 4 procs, defaults: highest sustainable rate ≥ 2 × pgqueuer's",
-                f"{_f(f['ours']['highest_sustainable_per_s'])}/s{bound}",
-                f"2 × {_f(f['pgqueuer']['highest_sustainable_per_s'])}/s",
+                f"{num(f['ours']['highest_sustainable_per_s'])}/s{bound}",
+                f"2 × {num(f['pgqueuer']['highest_sustainable_per_s'])}/s",
                 ratio / 2,
             )
         )
@@ -90,7 +74,7 @@ def goals(d: dict[str, Any]) -> list[Row]:
             rows.append(
                 (
                     "… with 1 M future rows: no more than 10 % slower",
-                    f"{_f(future['highest_sustainable_per_s'])}/s = {_r(future['ratio_to_empty'])} of empty",
+                    f"{num(future['highest_sustainable_per_s'])}/s = {r2(future['ratio_to_empty'])} of empty",
                     "0.90",
                     future["ratio_to_empty"] / 0.9,
                 )
@@ -101,8 +85,8 @@ def goals(d: dict[str, Any]) -> list[Row]:
         rows.append(
             (
                 "PG, 1 event × 3 handlers, 4 writers, 2 procs: deliveries/s ≥ 2 × procrastinate's",
-                f"{_f(sm['ours_deliveries_per_s'])}/s (rounds {_rounds(sm['rate_ratios'])} ×)",
-                f"2 × {_f(sm['peer_deliveries_per_s'])}/s",
+                f"{num(sm['ours_deliveries_per_s'])}/s (rounds {_rounds(sm['rate_ratios'])} ×)",
+                f"2 × {num(sm['peer_deliveries_per_s'])}/s",
                 sm["rate_ratio"] / 2,
             )
         )
@@ -110,8 +94,8 @@ def goals(d: dict[str, Any]) -> list[Row]:
         rows.append(
             (
                 "PG, idle, commit → handler start p95 ≤ procrastinate's",
-                f"{_f(sm['ours_p95_ms'], 1)} ms",
-                f"{_f(sm['peer_p95_ms'], 1)} ms",
+                f"{num(sm['ours_p95_ms'], 1)} ms",
+                f"{num(sm['peer_p95_ms'], 1)} ms",
                 sm["p95_ratio"],
             )
         )
@@ -131,7 +115,7 @@ def section_outbox_peer(d: dict[str, Any]) -> list[str]:
         f"handling enabled, in a `JobRegistry`) or {o['handlers']} procrastinate jobs deferred on the "
         "transaction's own connection (`task.configure(connection=conn).defer(...)`, worker concurrency 10, "
         f"LISTEN/NOTIFY on). {o['processes']} worker processes each. **End to end**: the workers idle, then "
-        f"{o['writer_threads']} writer threads of one process run {_f(o['events'])} transactions; timed from "
+        f"{o['writer_threads']} writer threads of one process run {num(o['events'])} transactions; timed from "
         "the writers' release until every delivery is done. **Latency**: the workers idle, another process "
         f"runs {o['latency_actions']} transactions {o['latency_spacing_s']} s apart; handler start − the time "
         f"the commit returned, over every delivery. Ours and procrastinate take turns; median of "
@@ -141,22 +125,22 @@ def section_outbox_peer(d: dict[str, Any]) -> list[str]:
     rows = [
         [
             "ours",
-            f"**{_f(sm['ours_deliveries_per_s'])}**",
-            _f(sm["ours_writer_actions_per_s"]),
-            f"{_f(sm['ours_p50_ms'], 1)} / **{_f(sm['ours_p95_ms'], 1)}**",
+            f"**{num(sm['ours_deliveries_per_s'])}**",
+            num(sm["ours_writer_actions_per_s"]),
+            f"{num(sm['ours_p50_ms'], 1)} / **{num(sm['ours_p95_ms'], 1)}**",
         ],
         [
             "procrastinate",
-            f"**{_f(sm['peer_deliveries_per_s'])}**",
-            _f(sm["peer_writer_actions_per_s"]),
-            f"{_f(sm['peer_p50_ms'], 1)} / **{_f(sm['peer_p95_ms'], 1)}**",
+            f"**{num(sm['peer_deliveries_per_s'])}**",
+            num(sm["peer_writer_actions_per_s"]),
+            f"{num(sm['peer_p50_ms'], 1)} / **{num(sm['peer_p95_ms'], 1)}**",
         ],
     ]
-    out += _table(["", "deliveries/s end to end", "writer transactions/s", "latency p50 / p95 ms"], rows)
+    out += table(["", "deliveries/s end to end", "writer transactions/s", "latency p50 / p95 ms"], rows)
     out += [
         "",
-        f"Ours ÷ procrastinate, deliveries/s: **{_r(sm['rate_ratio'])}** (rounds {_rounds(sm['rate_ratios'])}); "
-        f"procrastinate's p95 ÷ ours: **{_r(sm['p95_ratio'])}** (rounds {_rounds(sm['p95_ratios'])}).",
+        f"Ours ÷ procrastinate, deliveries/s: **{r2(sm['rate_ratio'])}** (rounds {_rounds(sm['rate_ratios'])}); "
+        f"procrastinate's p95 ÷ ours: **{r2(sm['p95_ratio'])}** (rounds {_rounds(sm['p95_ratios'])}).",
         "",
         f"Command: `{o.get('command') or './run bench outbox_peer'}`",
         "",
@@ -173,9 +157,9 @@ def section_inflow(d: dict[str, Any]) -> list[str]:
         "",
         f"`bench/inflow.py`: one producer process schedules due-now rows at a fixed rate R (R/100 every 10 ms; "
         f"ours `schedule_batch`, pgqueuer `enqueue` with lists) while {f['procs']} worker processes drain, "
-        f"defaults of both; {_f(f['window_s'], 0)} s per step; sustainable = the producer achieved ≥ "
-        f"{_f(100 * f['achieved_share'], 0)} % of R and the backlog's slope over the second half < "
-        f"{_f(100 * f['bounded_slope'], 0)} % of the rate. R doubles from {_f(f['start_rate'])}/s until a step "
+        f"defaults of both; {num(f['window_s'], 0)} s per step; sustainable = the producer achieved ≥ "
+        f"{num(100 * f['achieved_share'], 0)} % of R and the backlog's slope over the second half < "
+        f"{num(100 * f['bounded_slope'], 0)} % of the rate. R doubles from {num(f['start_rate'])}/s until a step "
         f"fails, then {f['bisections']} bisections, ours and pgqueuer taking turns. Lag = handler start − due "
         "time at half of each system's own highest rate. Load average "
         f"{f.get('loadavg_start')} at the start, {f.get('loadavg_end')} at the end.",
@@ -187,14 +171,14 @@ def section_inflow(d: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 name,
-                f"**{_f(s.get('highest_sustainable_per_s'))}**",
-                _f(s.get("achieved_at_highest_per_s")),
-                ", ".join(_f(x) for x in s.get("producer_bound_steps") or []) or "–",
-                _f(s.get("half_rate_per_s")),
-                f"{_f(s.get('lag_p50_ms'), 1)} / {_f(s.get('lag_p95_ms'), 1)}",
+                f"**{num(s.get('highest_sustainable_per_s'))}**",
+                num(s.get("achieved_at_highest_per_s")),
+                ", ".join(num(x) for x in s.get("producer_bound_steps") or []) or "–",
+                num(s.get("half_rate_per_s")),
+                f"{num(s.get('lag_p50_ms'), 1)} / {num(s.get('lag_p95_ms'), 1)}",
             ]
         )
-    out += _table(
+    out += table(
         [
             "",
             "highest sustainable /s",
@@ -205,15 +189,15 @@ def section_inflow(d: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
-    out += ["", f"Ours ÷ pgqueuer: **{_r(f.get('ours_over_pgqueuer'))}**.", ""]
+    out += ["", f"Ours ÷ pgqueuer: **{r2(f.get('ours_over_pgqueuer'))}**.", ""]
     future = f.get("future")
     if future:
         half = future.get("half_rate") or {}
         out += [
-            f"With {_f(future['rows'])} future rows (loaded in {future['load_s']} s, analysed): ours sustained "
-            f"{_f(future.get('highest_sustainable_per_s'))}/s, {_r(future.get('ratio_to_empty'))} of the empty "
-            f"table ({future.get('ratio_note', '')}); lag at {_f(half.get('rate'))}/s p50 "
-            f"{_f(half.get('lag_p50_ms'), 1)} ms, p95 {_f(half.get('lag_p95_ms'), 1)} ms.",
+            f"With {num(future['rows'])} future rows (loaded in {future['load_s']} s, analysed): ours sustained "
+            f"{num(future.get('highest_sustainable_per_s'))}/s, {r2(future.get('ratio_to_empty'))} of the empty "
+            f"table ({future.get('ratio_note', '')}); lag at {num(half.get('rate'))}/s p50 "
+            f"{num(half.get('lag_p50_ms'), 1)} ms, p95 {num(half.get('lag_p95_ms'), 1)} ms.",
             "",
         ]
     out += [f"Command: `{f.get('command') or './run bench inflow'}`", ""]
@@ -238,16 +222,16 @@ def section_backlog(d: dict[str, Any]) -> list[str]:
     ]
     rows = []
     for key, fig in b["figures"].items():
-        runs = ", ".join(_f(r.get("exec_per_s")) for r in fig["runs"])
-        rows.append([key, f"**{_f(fig['exec_per_s'])}**", runs])
-    out += _table(["configuration", "exec/s", "rounds"], rows)
+        runs = ", ".join(num(r.get("exec_per_s")) for r in fig["runs"])
+        rows.append([key, f"**{num(fig['exec_per_s'])}**", runs])
+    out += table(["configuration", "exec/s", "rounds"], rows)
     out += ["", "Ratios, per round (same round's baseline):", ""]
-    ratios = [[name, _r(v["median"]), _rounds(v["rounds"])] for name, v in b["curves"].items()]
+    ratios = [[name, r2(v["median"]), _rounds(v["rounds"])] for name, v in b["curves"].items()]
     ratios += [
-        [f"ours ÷ pgqueuer at {name}", _r(v["median"]), _rounds(v["rounds"])]
+        [f"ours ÷ pgqueuer at {name}", r2(v["median"]), _rounds(v["rounds"])]
         for name, v in b["ours_over_pgqueuer"].items()
     ]
-    out += _table(["ratio", "median", "rounds"], ratios)
+    out += table(["ratio", "median", "rounds"], ratios)
     out += ["", f"Command: `{b.get('command') or './run bench backlog'}`", ""]
     return out
 
