@@ -58,7 +58,7 @@ from bench.common import (
 )
 from bench.inflow_peer_runner import paced, wait_empty, watch, worth_draining
 from bench.peers import _ms
-from bench.pipeline import _slope
+from bench.pipeline import least_squares_slope
 from bench.worker import scheduler_worker
 
 PROCS = 4
@@ -141,7 +141,7 @@ def verdict(raw: dict[str, Any], rate: float, window: float) -> dict[str, Any]:
     fed = raw.get("producer") or {}
     achieved = fed.get("achieved_per_s") or 0.0
     half = [s for s in samples if s[0] >= window / 2]
-    slope = _slope([s[0] for s in half], [s[1] for s in half])
+    slope = least_squares_slope([s[0] for s in half], [s[1] for s in half])
     bounded = slope is not None and slope < BOUNDED_SLOPE * achieved
     producer_bound = achieved < ACHIEVED_SHARE * rate
     lags = raw.get("lags") or []

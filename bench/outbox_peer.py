@@ -30,15 +30,15 @@ from typing import Any
 
 from bench import peers
 from bench.common import BENCH_DIR, Settings, log, median, percentile, start_crew, write_result
-from bench.pipeline import (
+from bench.pipeline import latency_run
+from bench.pipeline_app import (
     HANDLERS,
     WRITER_THREADS,
     Probe,
-    _report,
-    _wait,
-    latency_run,
     pipeline_database,
     pipeline_worker,
+    report_of,
+    wait_for_counts,
     writer_worker,
 )
 
@@ -57,13 +57,13 @@ def ours_end_to_end(events: int) -> dict[str, Any]:
             crew.release()
             # the writers' warm-up action is delivered first: both jobs are then running and idle
             warm = len(HANDLERS)
-            _wait(probe, lambda c: c["succeeded"] >= warm, timeout=60, every=0.05)
+            wait_for_counts(probe, lambda c: c["succeeded"] >= warm, timeout=60, every=0.05)
             expected = warm + len(HANDLERS) * events
             t0 = writers.release()
-            t1, after = _wait(
+            t1, after = wait_for_counts(
                 probe, lambda c: c["succeeded"] >= expected, timeout=events / 10 + 120, every=0.05
             )
-            w = _report(writers, timeout=60)
+            w = report_of(writers, timeout=60)
             reports = crew.finish()
         finally:
             probe.close()

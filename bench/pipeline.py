@@ -39,11 +39,8 @@ The throughput cases need a server (PostgreSQL, MariaDB); latency runs on all th
 
 from __future__ import annotations
 
-import logging
 import statistics
 import time
-import uuid
-from contextlib import contextmanager
 from typing import Any
 
 from bench.common import (
@@ -51,348 +48,35 @@ from bench.common import (
     log,
     median,
     percentile,
-    scratch_database,
     start_crew,
-    terminate,
     write_result,
 )
-from bench.numbered_threads import run_numbered
+from bench.pipeline_app import (
+    HANDLERS,
+    WRITER_THREADS,
+    Probe,
+    app_registry,
+    backlog,
+    domain,
+    executor_for,
+    pipeline_database,
+    pipeline_worker,
+    report_of,
+    wait_for_counts,
+    writer_worker,
+)
 
-HANDLERS = ("bench-audit", "bench-index", "bench-mail")
-WRITER_THREADS = 4
 SAMPLE_EVERY = 0.5
 BOUNDED_SLOPE = 0.05
 RATIO_GOAL = 1.5
-NAMESPACE = "bench.pipeline"
-
-
-# ----------------------------------------------------------------------------- the domain
-def _domain() -> dict[str, Any]:
-    """The table, event, action and handlers, defined on first use (in every process)."""
-    global _DOMAIN
-    if _DOMAIN:
-        return _DOMAIN
-    import sqlalchemy as sa
-    from sqlalchemy.orm import DeclarativeBase
-
-    from ekbatan.core import Action, ModelEvent, ShardedUUID, ShardIdentifier
-    from ekbatan.local_event_handler import EventHandler
-
-    class Base(DeclarativeBase):
-        pass
-
-    class BenchItem(Base):
-        __tablename__ = "bench_items"
-        id = sa.Column(sa.Uuid, primary_key=True)
-        seq = sa.Column(sa.Integer, nullable=False)
-        label = sa.Column(sa.String(20), nullable=False)
-
-    class BenchItemRecorded(ModelEvent):
-        seq: int
-        label: str
-
-    shard = ShardIdentifier(0, 0)
-
-    class RecordItem(Action[dict, uuid.UUID]):
-        def perform(self, principal: Any, params: dict) -> uuid.UUID:
-            item = BenchItem(id=ShardedUUID.generate(shard), seq=params["seq"], label="bench")
-            self.plan.add(item, BenchItemRecorded(seq=params["seq"], label="bench"))
-            return item.id
-
-    class TrivialHandler(EventHandler[Any]):
-        def __init__(self, name: str, samples: list[tuple[int, str, float]] | None) -> None:
-            self._name = name
-            self._samples = samples
-
-        def name(self) -> str:
-            return self._name
-
-        def event_type(self) -> type:
-            return BenchItemRecorded
-
-        def handle(self, envelope: Any) -> None:
-            if self._samples is not None:
-                self._samples.append((envelope.event.seq, self._name, time.time()))
-
-    _DOMAIN.update(Base=Base, shard=shard, RecordItem=RecordItem, TrivialHandler=TrivialHandler)
-    return _DOMAIN
-
-
-_DOMAIN: dict[str, Any] = {}
-
-
-def _registry(url: str, eventlog: str, pool: int) -> Any:
-    from ekbatan.core import ConnectionProvider, DatabaseRegistry, TransactionManager
-
-    shard = _domain()["shard"]
-    provider = ConnectionProvider.from_url(url, maximum_pool_size=pool)
-    manager = TransactionManager(provider, shard=shard, eventlog_schema=eventlog)
-    with provider.engine.connect():
-        pass
-    return DatabaseRegistry([manager], default_shard=shard)
-
-
-def _executor(registry: Any) -> Any:
-    from ekbatan.core import ActionExecutor
-
-    return ActionExecutor(registry, namespace=NAMESPACE)
-
-
-# ----------------------------------------------------------------------------- databases
-@contextmanager
-def pipeline_database(dialect: str) -> Any:
-    """A scratch database migrated with every contribution, plus ``bench_items``; its eventlog
-    under a name of its own (on MariaDB a database, dropped afterwards)."""
-    import sqlalchemy as sa
-
-    from ekbatan.core import migrate
-    from ekbatan.core.migrations import MigrationTarget
-
-    eventlog = f"bench_el_{uuid.uuid4().hex[:10]}"
-    with scratch_database(dialect) as db:
-        try:
-            migrate([MigrationTarget("0/0", db.url, eventlog)])
-            engine = sa.create_engine(db.url, poolclass=sa.NullPool)
-            _domain()["Base"].metadata.create_all(engine)
-            engine.dispose()
-            yield db.url, eventlog
-        finally:
-            if dialect == "mariadb":
-                from testsupport import server_url
-
-                admin = sa.create_engine(
-                    server_url("mariadb"), isolation_level="AUTOCOMMIT", poolclass=sa.NullPool
-                )
-                with admin.connect() as c:
-                    c.exec_driver_sql(f"DROP DATABASE IF EXISTS {eventlog}")
-                admin.dispose()
-
-
-class Probe:
-    """The harness's view of the pipeline's tables: counts on one open connection."""
-
-    def __init__(self, url: str, eventlog: str) -> None:
-        import sqlalchemy as sa
-
-        from ekbatan.core import eventlog_tables
-        from ekbatan.core.persistence import DialectName
-
-        self._sa = sa
-        self._engine = sa.create_engine(url, poolclass=sa.NullPool)
-        dialect = {"postgresql": "postgresql", "mariadb": "mariadb", "sqlite": "sqlite"}[
-            self._engine.dialect.name
-        ]
-        t = eventlog_tables(DialectName(dialect), eventlog)
-        self._events, self._notes = t.events, t.event_notifications
-        self._conn = self._engine.connect()
-
-    def counts(self) -> dict[str, int]:
-        sa, e, n = self._sa, self._events, self._notes
-        rows = self._conn.execute(sa.select(n.c.state, sa.func.count()).group_by(n.c.state)).all()
-        events = self._conn.execute(
-            sa.select(e.c.delivered, sa.func.count())
-            .where(e.c.event_type.is_not(None))
-            .group_by(e.c.delivered)
-        ).all()
-        self._conn.commit()  # a fresh snapshot next time (MariaDB's REPEATABLE READ)
-        by_state = {str(s): int(c) for s, c in rows}
-        by_delivered = {bool(d): int(c) for d, c in events}
-        return {
-            "events": sum(by_delivered.values()),
-            "undelivered": by_delivered.get(False, 0),
-            "succeeded": by_state.get("SUCCEEDED", 0),
-            "open": by_state.get("PENDING", 0) + by_state.get("FAILED", 0),
-            "failed": by_state.get("FAILED", 0),
-            "expired": by_state.get("EXPIRED", 0),
-        }
-
-    def jobs_running(self) -> int:
-        """How many pipeline jobs' rows are picked (a pipeline job holds its row while it runs)."""
-        sa = self._sa
-        n = self._conn.execute(
-            sa.text(
-                "SELECT count(*) FROM scheduled_tasks WHERE picked = :p AND task_name LIKE 'ekbatan-event-%'"
-            ),
-            {"p": True},
-        ).scalar_one()
-        self._conn.commit()
-        return int(n)
-
-    def close(self) -> None:
-        self._conn.close()
-        self._engine.dispose()
-
-
-def backlog(c: dict[str, int]) -> int:
-    """Deliveries still to do: 3 per undelivered event, plus every open notification."""
-    return len(HANDLERS) * c["undelivered"] + c["open"]
-
-
-# ----------------------------------------------------------------------------- processes
-class _JobFailures(logging.Handler):
-    """The ERROR lines of the job wrapper ("job X failed: ..."): a failed run ends the job's
-    loop until its next scheduled run, which the figures must not hide."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage().splitlines()[0][:300])
-
-
-def pipeline_worker(pipe: Any, go: Any, stop: Any, url: str, eventlog: str, opts: dict[str, Any]) -> None:
-    """One application instance running the pipeline jobs in a ``JobRegistry``."""
-    try:
-        from datetime import timedelta
-
-        from ekbatan.core import ConnectionProvider
-        from ekbatan.core.config import LocalEventHandlerConfig
-        from ekbatan.core.outbox import UtcClock
-        from ekbatan.distributed_jobs import JobRegistry
-        from ekbatan.local_event_handler import (
-            EventFanoutJob,
-            EventHandlerRegistry,
-            EventHandlingJob,
-            event_pipeline_jobs,
-        )
-
-        domain = _domain()
-        samples: list[tuple[int, str, float]] | None = [] if opts.get("record") else None
-        handlers = (
-            EventHandlerRegistry.builder()
-            .with_handlers([domain["TrivialHandler"](name, samples) for name in HANDLERS])
-            .build()
-        )
-        registry = _registry(url, eventlog, 10)
-        if opts.get("wakeups", True):
-            # default settings, but handling.enabled (false by default: no node runs handlers
-            # unless it opts in)
-            config = LocalEventHandlerConfig.model_validate({"handling": {"enabled": True}})
-            jobs = event_pipeline_jobs(config, database_registry=registry, event_handler_registry=handlers)
-        else:
-            # the same two jobs as event_pipeline_jobs builds, without LISTEN wake-ups
-            handling = (
-                EventHandlingJob.builder()
-                .database_registry(registry)
-                .event_handler_registry(handlers)
-                .clock(UtcClock())
-                .wakeups(False)
-                .build()
-            )
-            fanout = (
-                EventFanoutJob.builder()
-                .database_registry(registry)
-                .event_handler_registry(handlers)
-                .clock(UtcClock())
-                .wakeups(False)
-                .wake_after_fanout(handling)
-                .build()
-            )
-            jobs = [fanout, handling]
-        jobs_pool = ConnectionProvider.from_url(url, maximum_pool_size=2)
-        with jobs_pool.engine.connect():
-            pass
-        job_registry = (
-            JobRegistry.builder()
-            .connection_provider(jobs_pool)
-            .with_jobs(jobs)
-            .register_shutdown_hook(False)
-            .shutdown_max_wait(timedelta(seconds=10))
-            .build()
-        )
-    except BaseException as exc:
-        pipe.send({"event": "error", "error": f"{type(exc).__name__}: {exc}"})
-        raise
-    failures = _JobFailures()
-    logging.getLogger("ekbatan.distributed_jobs").addHandler(failures)
-    pipe.send({"event": "ready"})
-    go.wait()
-    started = time.time()
-    error = None
-    try:
-        job_registry.start()
-        stop.wait()
-    except BaseException as exc:  # reported, the harness decides
-        error = f"{type(exc).__name__}: {exc}"
-    finally:
-        try:
-            job_registry.stop()
-        finally:
-            jobs_pool.close()
-            for manager in registry.transaction_managers():
-                manager.close()
-    pipe.send(
-        {
-            "started": started,
-            "samples": samples or [],
-            "fanned_out": jobs[0].fanned_out,
-            "job_failures": failures.messages,
-            "error": error,
-        }
-    )
-
-
-def writer_worker(pipe: Any, go: Any, stop: Any, url: str, eventlog: str, opts: dict[str, Any]) -> None:
-    """``threads`` threads executing the one-event action: ``count`` actions in all, or until
-    ``stop`` (or ``seconds``)."""
-    registry = _registry(url, eventlog, int(opts.get("threads", WRITER_THREADS)) + 2)
-    executor = _executor(registry)
-    action = _domain()["RecordItem"]()
-    executor.execute(action, {"seq": -1})  # warm: compile the statements, open the connections
-    threads = int(opts.get("threads", WRITER_THREADS))
-    seconds = opts.get("seconds")
-    pipe.send({"event": "ready"})
-    go.wait()
-    deadline = time.perf_counter() + seconds if seconds else None
-
-    def keep_going() -> bool:
-        return not stop.is_set() and (deadline is None or time.perf_counter() < deadline)
-
-    def one(seq: int) -> None:
-        executor.execute(action, {"seq": seq})
-
-    done, elapsed, errors = run_numbered([one] * threads, opts.get("count"), keep_going)
-    for manager in registry.transaction_managers():
-        manager.close()
-    pipe.send({"actions": done, "seconds": elapsed, "errors": errors})
-
-
-def _report(crew: Any, timeout: float) -> dict[str, Any]:
-    """The one report of a crew whose worker ends by itself (the writers), then its process."""
-    pipe = crew.pipes[0]
-    report = pipe.recv() if pipe.poll(timeout) else {"error": f"no report within {timeout:.0f} s"}
-    crew.stop.set()
-    terminate(crew.processes)
-    return report
 
 
 # ----------------------------------------------------------------------------- throughput
-def _wait(
-    probe: Probe, done: Any, timeout: float, every: float = 0.2, stall: float = 60.0
-) -> tuple[float, dict]:
-    """Poll until ``done(counts)``; returns (perf_counter when seen, counts). Gives up at
-    ``timeout`` or when nothing moved for ``stall`` seconds."""
-    deadline = time.perf_counter() + timeout
-    last, last_change = None, time.perf_counter()
-    while True:
-        c = probe.counts()
-        now = time.perf_counter()
-        if done(c) or now > deadline:
-            return now, c
-        key = (c["succeeded"], c["undelivered"], c["open"])
-        if key != last:
-            last, last_change = key, now
-        elif now - last_change > stall:
-            return now, c
-        time.sleep(every)
-
-
 def drain_run(url: str, eventlog: str, events: int) -> dict[str, Any]:
     """Pre-load ``events`` by the writers (their rate), then drain them with the pipeline."""
     writers = start_crew(writer_worker, [(url, eventlog, {"count": events})])
     writers.release()
-    w = _report(writers, timeout=events / 20 + 120)
+    w = report_of(writers, timeout=events / 20 + 120)
     if w.get("error") or w.get("errors"):
         raise RuntimeError(f"writers failed: {w}")
     writer_rate = w["actions"] / w["seconds"]
@@ -404,8 +88,8 @@ def drain_run(url: str, eventlog: str, events: int) -> dict[str, Any]:
         expected = len(HANDLERS) * before["undelivered"]
         crew = start_crew(pipeline_worker, [(url, eventlog, {})])
         t0 = crew.release()
-        t_first, _ = _wait(probe, lambda c: c["succeeded"] > 0, timeout=60, every=0.05)
-        t1, after = _wait(probe, lambda c: c["succeeded"] >= expected, timeout=events / 20 + 300)
+        t_first, _ = wait_for_counts(probe, lambda c: c["succeeded"] > 0, timeout=60, every=0.05)
+        t1, after = wait_for_counts(probe, lambda c: c["succeeded"] >= expected, timeout=events / 20 + 300)
         [report] = crew.finish()
     finally:
         probe.close()
@@ -453,16 +137,16 @@ def concurrent_run(url: str, eventlog: str, seconds: float) -> dict[str, Any]:
             if now - t0 >= seconds:
                 break
             time.sleep(max(0.0, SAMPLE_EVERY - (time.perf_counter() - now)))
-        w = _report(writers, timeout=60)
+        w = report_of(writers, timeout=60)
         t_end = time.perf_counter()
-        t1, after = _wait(probe, lambda c: backlog(c) == 0, timeout=300)
+        t1, after = wait_for_counts(probe, lambda c: backlog(c) == 0, timeout=300)
         samples.append({"t": round(t1 - t0, 2), "backlog": backlog(after), **after})
         [report] = crew.finish()
     finally:
         probe.close()
     writing = [s for s in samples if s["t"] <= seconds]
     half = [s for s in writing if s["t"] >= seconds / 2]
-    slope = _slope([s["t"] for s in half], [s["backlog"] for s in half])
+    slope = least_squares_slope([s["t"] for s in half], [s["backlog"] for s in half])
     written = writing[-1]["events"] - base["events"]
     arrivals = len(HANDLERS) * written / seconds
     delivered = writing[-1]["succeeded"] - base["succeeded"]
@@ -492,7 +176,7 @@ def concurrent_run(url: str, eventlog: str, seconds: float) -> dict[str, Any]:
     return out
 
 
-def _slope(xs: list[float], ys: list[float]) -> float | None:
+def least_squares_slope(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3:
         return None
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
@@ -517,9 +201,9 @@ def latency_run(
     opts = {"record": True, "wakeups": wakeups}
     crew = start_crew(pipeline_worker, [(url, eventlog, opts)] * processes)
     probe = Probe(url, eventlog)
-    registry = _registry(url, eventlog, 2)
-    executor = _executor(registry)
-    action = _domain()["RecordItem"]()
+    registry = app_registry(url, eventlog, 2)
+    executor = executor_for(registry)
+    action = domain()["RecordItem"]()
     commits: dict[int, float] = {}
     try:
         crew.release()
@@ -534,7 +218,7 @@ def latency_run(
             executor.execute(action, {"seq": i})
             commits[i] = time.time()
         expected = len(HANDLERS) * actions
-        _, after = _wait(probe, lambda c: c["succeeded"] >= expected, timeout=30, every=0.1)
+        _, after = wait_for_counts(probe, lambda c: c["succeeded"] >= expected, timeout=30, every=0.1)
         reports = crew.finish()
     finally:
         probe.close()
@@ -648,13 +332,13 @@ def profile_drain(dialect: str = "postgres", events: int = 5_000, top: int = 25)
     with pipeline_database(dialect) as (url, eventlog):
         writers = start_crew(writer_worker, [(url, eventlog, {"count": events})])
         writers.release()
-        _report(writers, timeout=events / 20 + 120)
+        report_of(writers, timeout=events / 20 + 120)
         handlers = (
             EventHandlerRegistry.builder()
-            .with_handlers([_domain()["TrivialHandler"](name, None) for name in HANDLERS])
+            .with_handlers([domain()["TrivialHandler"](name, None) for name in HANDLERS])
             .build()
         )
-        registry = _registry(url, eventlog, 10)
+        registry = app_registry(url, eventlog, 10)
         config = LocalEventHandlerConfig.model_validate({"handling": {"enabled": True}})
         fanout, handling = event_pipeline_jobs(
             config, database_registry=registry, event_handler_registry=handlers
