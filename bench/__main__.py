@@ -16,7 +16,8 @@ import time
 import traceback
 from pathlib import Path
 
-from bench.common import DEFAULT_OUT, Settings, environment, log, snapshot_engine, write_result
+from bench.common import DEFAULT_OUT, Settings, log, write_result
+from bench.environment import environment, git_head, loadavg, snapshot_engine
 
 BENCHMARKS = (
     "limits",
@@ -116,12 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(name)
             timings[name] = round(time.time() - t0, 1)
             log(f"{name} done in {timings[name]} s")
-        from bench.common import loadavg
-
         env["loadavg_end"] = loadavg()
-        from bench.common import _git_head
-
-        env["git_end"] = _git_head()  # the engine is imported afresh by every worker process
+        env["git_end"] = git_head()  # the engine is imported afresh by every worker process
         env["benchmarks"] = chosen
         env["seconds"] = timings
         env["total_s"] = round(time.time() - started, 1)

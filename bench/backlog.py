@@ -28,15 +28,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from bench import peers
-from bench.common import (
-    Settings,
-    create_scheduler_table,
-    log,
-    median,
-    ratio,
-    scratch_database,
-    write_result,
-)
+from bench.common import Settings, create_scheduler_table, log, median, ratio, scratch_database, write_result
 from bench.throughput import run_once
 
 PROCS = 4

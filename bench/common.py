@@ -9,14 +9,10 @@ collide.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -245,49 +241,6 @@ def count_rows(conn: Any, where: str = "") -> int:
     return int(n)
 
 
-# ----------------------------------------------------------------------------- engine snapshot
-ENGINE_SRC = REPO_ROOT / "packages" / "distributed_jobs" / "src"
-
-
-def snapshot_engine(out: Path) -> dict[str, Any]:
-    """Copy the engine's source as it is now and put the copy first on ``sys.path``.
-
-    The engine is edited while benchmarks run; every worker process imports it afresh, so
-    without a snapshot one run could measure several versions. Spawned workers inherit the
-    parent's ``sys.path``. Call before anything imports ``ekbatan``.
-    """
-    import hashlib
-    import shutil
-
-    root = out / "engine-snapshot"
-    if root.exists():
-        shutil.rmtree(root)
-    target = root / "ekbatan" / "distributed_jobs"
-    shutil.copytree(
-        ENGINE_SRC / "ekbatan" / "distributed_jobs",
-        target,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
-    digest = hashlib.sha256()
-    for path in sorted(target.rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(target)).encode())
-            digest.update(path.read_bytes())
-    sys.path.insert(0, str(root))
-    dirty = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", str(ENGINE_SRC)],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return {
-        "path": str(root),
-        "sha256": digest.hexdigest()[:16],
-        "git": _git_head(),
-        "uncommitted_changes": bool(dirty),
-    }
-
-
 # ----------------------------------------------------------------------------- PG counters
 def pg_xact(url: str) -> dict[str, int]:
     """``pg_stat_database`` counters of the URL's database, read on a fresh connection."""
@@ -330,90 +283,6 @@ def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------- processes
-def spawn_context() -> Any:
-    return mp.get_context("spawn")
-
-
-@dataclass
-class Crew:
-    """K worker processes that have reported ready and wait for ``go``."""
-
-    processes: list[Any]
-    pipes: list[Any]
-    go: Any
-    stop: Any
-    ready: list[dict[str, Any]]
-
-    def release(self) -> float:
-        t0 = time.perf_counter()
-        self.go.set()
-        return t0
-
-    def finish(self, timeout: float = 30.0) -> list[dict[str, Any]]:
-        """Tell every worker to stop; collect their reports; kill any straggler."""
-        self.stop.set()
-        reports: list[dict[str, Any]] = []
-        deadline = time.monotonic() + timeout
-        for pipe in self.pipes:
-            left = max(0.1, deadline - time.monotonic())
-            if pipe.poll(left):
-                try:
-                    reports.append(pipe.recv())
-                except EOFError:
-                    reports.append({"error": "worker exited without a report"})
-            else:
-                reports.append({"error": "no report before the deadline"})
-        terminate(self.processes)
-        return reports
-
-
-def start_crew(
-    target: Callable[..., None], args_for: Sequence[tuple[Any, ...]], timeout: float = 60.0
-) -> Crew:
-    """Start one process per ``args_for`` entry: ``target(pipe, go, stop, *args)``.
-
-    Each must send one ``{"event": "ready", ...}`` dict once it has imported, connected and
-    built what it needs, then wait for ``go``; after ``stop`` it sends one report dict.
-    """
-    ctx = spawn_context()
-    go, stop = ctx.Event(), ctx.Event()
-    processes, pipes = [], []
-    for args in args_for:
-        parent, child = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=target, args=(child, go, stop, *args), daemon=True)
-        p.start()
-        child.close()
-        processes.append(p)
-        pipes.append(parent)
-    ready = []
-    deadline = time.monotonic() + timeout
-    for pipe, p in zip(pipes, processes, strict=True):
-        if not pipe.poll(max(0.1, deadline - time.monotonic())):
-            terminate(processes)
-            raise RuntimeError(f"worker {p.pid} did not report ready within {timeout:.0f}s")
-        msg = pipe.recv()
-        if msg.get("event") != "ready":
-            terminate(processes)
-            raise RuntimeError(f"worker {p.pid} failed to start: {msg}")
-        ready.append(msg)
-    return Crew(processes, pipes, go, stop, ready)
-
-
-def terminate(processes: Sequence[Any], grace: float = 5.0) -> None:
-    """Join, then SIGTERM, then SIGKILL — each process by its own handle."""
-    deadline = time.monotonic() + grace
-    for p in processes:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in processes:
-        if p.is_alive():
-            p.terminate()
-    for p in processes:
-        p.join(grace)
-        if p.is_alive():
-            p.kill()
-            p.join(1.0)
-
-
 def rss_kb(pid: int | None = None) -> dict[str, int]:
     """VmRSS and VmHWM (peak) of a process, in kB, from /proc."""
     path = f"/proc/{pid or 'self'}/status"
@@ -478,91 +347,6 @@ def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b in (None, 0):
         return None
     return a / b
-
-
-# ----------------------------------------------------------------------------- environment
-def loadavg() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
-
-
-def _version(module: str) -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version(module)
-    except Exception:
-        return None
-
-
-def server_versions(dbs: Sequence[str]) -> dict[str, str]:
-    from testsupport import server_url
-
-    out: dict[str, str] = {}
-    for d in dbs:
-        if d == "sqlite":
-            import sqlite3
-
-            out["sqlite"] = sqlite3.sqlite_version
-            continue
-        try:
-            eng = sa.create_engine(server_url(d), poolclass=sa.NullPool)
-            with eng.connect() as c:
-                out[d] = str(c.exec_driver_sql("SELECT version()").scalar())
-            eng.dispose()
-        except Exception as exc:  # pragma: no cover - reported, not fatal
-            out[d] = f"unavailable: {exc}"
-    return out
-
-
-def environment(dbs: Sequence[str]) -> dict[str, Any]:
-    mem_kb = 0
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    mem_kb = int(line.split()[1])
-    except OSError:
-        pass
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "ram_gib": round(mem_kb / 1024 / 1024, 1),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "sqlalchemy": sa.__version__,
-        "psycopg": _version("psycopg"),
-        "pymysql": _version("PyMySQL"),
-        "ekbatan_distributed_jobs": _version("ekbatan-distributed-jobs"),
-        "git": _git_head(),
-        "servers": server_versions(dbs),
-        "loadavg": loadavg(),
-    }
-
-
-def _git_head() -> str | None:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        ).stdout.strip()
-    except Exception:
-        return None
 
 
 # ----------------------------------------------------------------------------- results

@@ -26,9 +26,9 @@ from bench.common import (
     pg_xact_settled,
     rss_kb,
     scratch_database,
-    start_crew,
     write_result,
 )
+from bench.crew import start_crew
 from bench.throughput import run_once
 from bench.worker import scheduler_worker
 

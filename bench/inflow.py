@@ -44,7 +44,6 @@ from bench.common import (
     analyze,
     create_scheduler_table,
     load_rows,
-    loadavg,
     log,
     median,
     percentile,
@@ -52,10 +51,11 @@ from bench.common import (
     ratio,
     raw_connect,
     scratch_database,
-    start_crew,
     truncate,
     write_result,
 )
+from bench.crew import start_crew
+from bench.environment import loadavg
 from bench.inflow_peer_runner import paced, wait_empty, watch, worth_draining
 from bench.peers import _ms
 from bench.pipeline import least_squares_slope
@@ -439,7 +439,7 @@ def main(argv: list[str]) -> int:
     import tempfile
     from pathlib import Path
 
-    from bench.common import snapshot_engine
+    from bench.environment import snapshot_engine
 
     p = argparse.ArgumentParser(prog="python -m bench.inflow", description=__doc__.splitlines()[0])
     size = p.add_mutually_exclusive_group()

@@ -41,11 +41,11 @@ from bench.common import (
     percentile,
     pooled_engine,
     scratch_database,
-    start_crew,
     truncate,
     wait_until_empty,
     write_result,
 )
+from bench.crew import start_crew
 from bench.worker import scheduler_worker
 
 

@@ -35,10 +35,10 @@ from bench.common import (
     median,
     raw_connect,
     scratch_database,
-    start_crew,
     truncate,
     write_result,
 )
+from bench.crew import start_crew
 
 WORKLOADS = ("delete_pk", "pick_each_delete", "pick_batch_delete", "lock_batch_delete")
 LABELS = {

@@ -29,7 +29,8 @@ import sys
 from typing import Any
 
 from bench import peers
-from bench.common import BENCH_DIR, Settings, log, median, percentile, start_crew, write_result
+from bench.common import BENCH_DIR, Settings, log, median, percentile, write_result
+from bench.crew import start_crew
 from bench.pipeline import latency_run
 from bench.pipeline_app import (
     HANDLERS,

@@ -43,14 +43,8 @@ import statistics
 import time
 from typing import Any
 
-from bench.common import (
-    Settings,
-    log,
-    median,
-    percentile,
-    start_crew,
-    write_result,
-)
+from bench.common import Settings, log, median, percentile, write_result
+from bench.crew import start_crew
 from bench.pipeline_app import (
     HANDLERS,
     WRITER_THREADS,

@@ -10,7 +10,8 @@ import uuid
 from contextlib import contextmanager
 from typing import Any
 
-from bench.common import scratch_database, terminate
+from bench.common import scratch_database
+from bench.crew import terminate
 from bench.numbered_threads import run_numbered
 
 HANDLERS = ("bench-audit", "bench-index", "bench-mail")

@@ -29,11 +29,11 @@ from bench.common import (
     load_rows,
     log,
     scratch_database,
-    start_crew,
     truncate,
     wait_until_empty,
     write_result,
 )
+from bench.crew import start_crew
 from bench.peers import PEERS_VENV
 from bench.worker import scheduler_worker
 

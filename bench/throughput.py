@@ -35,11 +35,11 @@ from bench.common import (
     pg_xact,
     pg_xact_settled,
     scratch_database,
-    start_crew,
     truncate,
     wait_until_empty,
     write_result,
 )
+from bench.crew import start_crew
 from bench.worker import scheduler_worker
 
 
