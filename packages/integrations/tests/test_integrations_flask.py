@@ -385,3 +385,14 @@ def test_a_bad_option_is_named(tmp_path):
     app.config["EKBATAN_AUTOSTART"] = "sometimes"
     with pytest.raises(ValueError, match="EKBATAN_AUTOSTART is a flag: write true or false, not 'sometimes'"):
         Ekbatan(app, config=config)
+
+
+def test_a_cli_failure_is_one_line_as_with_the_ekbatan_command(tmp_path):
+    missing = tmp_path / "not-created.sqlite"
+    app, _ = wallet_app(application_yml(tmp_path, f"sqlite:///{missing}"), packages=[])
+    listed = app.test_cli_runner().invoke(args=["ekbatan", "tasks"])
+    assert listed.exit_code != 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert listed.stderr.startswith("error: no SQLite database at ") and listed.stderr.count("\n") == 1, (
+        listed.stderr
+    )
+    assert not missing.exists()  # a listing never creates the database

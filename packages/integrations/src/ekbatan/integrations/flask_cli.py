@@ -8,7 +8,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from ekbatan.integrations.cli.app import Invocation
+from ekbatan.integrations.cli.app import Invocation, run_invocation
 from ekbatan.integrations.cli.migrate_command import run_migrate
 from ekbatan.integrations.cli.targets import config_target
 from ekbatan.integrations.cli.tasks_command import run_list
@@ -24,7 +24,7 @@ ekbatan_cli = AppGroup("ekbatan", help="Ekbatan: framework tables and scheduled 
 
 def _invocation() -> Invocation:
     """An invocation of the ``ekbatan`` commands on this application's settings (read once by
-    ``init_app``), its pools closed when the command ends."""
+    ``init_app``); ``run_invocation`` closes its pools and reports a failure in one line."""
     settings = current_app.extensions[EXTENSION_KEY].settings
     return Invocation(_target=config_target(settings, f"the Flask application {current_app.name!r}"))
 
@@ -32,9 +32,7 @@ def _invocation() -> Invocation:
 @ekbatan_cli.command("migrate")
 def migrate_command() -> None:
     """Create or update the framework tables (eventlog, scheduled_tasks) on every shard."""
-    invocation = _invocation()
-    with invocation.resources:
-        run_migrate(invocation)
+    run_invocation(_invocation(), run_migrate)
 
 
 @ekbatan_cli.command("tasks")
@@ -43,6 +41,4 @@ def migrate_command() -> None:
 )
 def tasks_command(limit: int) -> None:
     """List scheduled executions, the earliest due first (`ekbatan tasks` filters, shows and acts)."""
-    invocation = _invocation()
-    with invocation.resources:
-        run_list(invocation, TaskFilter(), limit)
+    run_invocation(_invocation(), run_list, TaskFilter(), limit)

@@ -35,7 +35,7 @@ from ekbatan.integrations.construction import ConstructionError
 from ekbatan.integrations.discovery import DiscoveryError
 from ekbatan.integrations.task_views import TaskPickedError
 
-__all__ = ["Invocation", "ekbatan_command", "main"]
+__all__ = ["Invocation", "ekbatan_command", "main", "run_invocation"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: the end of the engine's missing jobs-config error that concerns only its Python API
@@ -179,6 +179,24 @@ def _fail(invocation: Invocation, error: BaseException) -> NoReturn:
     raise SystemExit(code)
 
 
+def run_invocation(invocation: Invocation, fn: Callable[..., Any], *args: Any, **options: Any) -> None:
+    """``fn(invocation, *args, **options)`` as every command runs: its resources closed at the end,
+    a failure reported in one line (``error: …``, or JSON with ``--json``) with its exit code."""
+    with invocation.resources:
+        try:
+            fn(invocation, *args, **options)
+        except click.UsageError as error:
+            # raised by the command: the context names the command for "see … --help"
+            error.ctx = error.ctx or click.get_current_context(silent=True)
+            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except Exception as error:
+            if isinstance(error, CliError) and error.exit_code == EXIT_USAGE:
+                raise click.UsageError(str(error), ctx=click.get_current_context(silent=True)) from None
+            _fail(invocation, error)
+
+
 def ekbatan_command(
     parent: click.Group = main, name: str | None = None, *, databases: bool = True, url: bool = True
 ) -> Callable[[Callable[..., Any]], click.Command]:
@@ -202,21 +220,8 @@ def ekbatan_command(
             )
             if invocation.debug:
                 logging.basicConfig(level=logging.DEBUG)
-            with invocation.resources, _resetting(width):
-                try:
-                    fn(invocation, **options)
-                except click.UsageError as error:
-                    # raised by the command: the context names the command for "see … --help"
-                    error.ctx = error.ctx or click.get_current_context(silent=True)
-                    raise
-                except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
-                    raise
-                except Exception as error:
-                    if isinstance(error, CliError) and error.exit_code == EXIT_USAGE:
-                        raise click.UsageError(
-                            str(error), ctx=click.get_current_context(silent=True)
-                        ) from None
-                    _fail(invocation, error)
+            with _resetting(width):
+                run_invocation(invocation, fn, **options)
 
         decorated: Callable[..., Any] = command
         decorated = click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")(decorated)
