@@ -1,7 +1,9 @@
-"""Writing an ``application.yml`` for the integration tests, on any dialect's isolated database."""
+"""Writing an ``application.yml`` for the integration tests, on any dialect's isolated database,
+and running the ``ekbatan`` command in process."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 import yaml
+from click.testing import CliRunner, Result
 
 from testsupport import create_isolated_database
 from testsupport.eventlog_shards import drop_eventlog
@@ -88,3 +91,17 @@ def sqlite_with_wallets(directory: Path) -> str:
     finally:
         engine.dispose()
     return url
+
+
+def ekbatan(*args: str, code: int = 0) -> Result:
+    """``ekbatan ARGS`` in process; its exit code must be ``code``."""
+    from ekbatan.integrations.cli import main
+
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == code, (result.exit_code, result.output)
+    return result
+
+
+def as_json(*args: str, code: int = 0) -> Any:
+    """``ekbatan ARGS --json``, parsed."""
+    return json.loads(ekbatan(*args, "--json", code=code).stdout)

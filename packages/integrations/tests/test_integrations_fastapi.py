@@ -349,8 +349,11 @@ def test_the_health_endpoint_reports_readiness(tmp_path):
             "max_poll_age_seconds",
             "executions_running",
             "failing_tasks",
+            "dead_executions",
+            "paused_tasks",
         }
         assert body["running"] is True and body["paused"] is False
+        assert body["dead_executions"] == 0 and body["paused_tasks"] == []
         # how recent: what status "ok" says (the age is within max_poll_age_seconds)
         assert isinstance(body["last_successful_poll_age_seconds"], float)
         assert body["last_successful_poll_age_seconds"] >= 0

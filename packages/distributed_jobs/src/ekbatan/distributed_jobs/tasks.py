@@ -41,6 +41,7 @@ from ekbatan.distributed_jobs.scheduler import (
     FailureHandler,
     MaxRetries,
     OneTimeTask,
+    OnFailureDeadLetter,
     OnFailureRescheduleUsingTaskDataSchedule,
     OnFailureRetryLater,
     PlainScheduleAndData,
@@ -81,8 +82,10 @@ class TaskOptions(TypedDict, total=False):
     * ``on_failure`` — an engine failure handler (``ExponentialBackoff(...)``,
       ``OnFailureRetryLater(delay)``, ``FailureHandlers.max_retries(n)...``); default: retry
       5 minutes later (one-time), the schedule's next time (persistent schedule);
-    * ``max_retries`` — give up after this many consecutive failures and remove the
-      instance; the retries themselves follow ``on_failure`` (or the default);
+    * ``max_retries`` — give up after this many retries and keep the instance as *dead*
+      (``ekbatan tasks list --dead``; ``tasks retry`` sends it back); the retries themselves
+      follow ``on_failure`` (or the default). To delete it instead, pass
+      ``on_failure=FailureHandlers.max_retries(n).retry_every(...).then_remove()``;
     * ``on_dead_execution`` — ``ReviveDeadExecution()`` (the default: run it again) or
       ``CancelDeadExecution()`` (remove it) for an execution whose worker stopped heartbeating.
     """
@@ -125,7 +128,9 @@ class TaskDefinition(Generic[T]):
             builder.default_priority(self.priority)
         failure = self.on_failure
         if self.max_retries is not None:
-            failure = MaxRetries(self.max_retries, failure or retry)
+            # out of retries, the execution is kept as dead (listed, retried or cancelled by an
+            # operator), not deleted: failed work never vanishes unseen
+            failure = MaxRetries(self.max_retries, failure or retry, OnFailureDeadLetter())
         if failure is not None:
             builder.on_failure(failure)
         if self.on_dead_execution is not None:

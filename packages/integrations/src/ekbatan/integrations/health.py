@@ -10,7 +10,7 @@ import weakref
 from datetime import timedelta
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler import Scheduler, TaskSummary
+from ekbatan.distributed_jobs.scheduler import HoldState, Scheduler, SchedulerClient, TaskSummary
 from ekbatan.integrations.runtime import EkbatanRuntime
 
 __all__ = ["FAILING_TASKS_CACHE", "health_report"]
@@ -29,14 +29,15 @@ class _TaskSummaryCache:
     def __init__(self) -> None:
         self._reading = threading.Lock()  # held by the one caller reading
         self._read_at: float | None = None
-        # the summary, or the type name of the error reading it
-        self._value: list[TaskSummary] | str = []
+        # the summary and the dead executions' count (None without the held table), or the
+        # type name of the error reading the summary
+        self._value: _Counts | str = ([], None)
 
     def _fresh(self, max_age: float) -> bool:
         read_at = self._read_at
         return read_at is not None and time.monotonic() - read_at < max_age
 
-    def get(self, runtime: EkbatanRuntime, max_age: float) -> list[TaskSummary] | str:
+    def get(self, runtime: EkbatanRuntime, max_age: float) -> _Counts | str:
         if self._fresh(max_age):
             return self._value
         if not self._reading.acquire(blocking=self._read_at is None):
@@ -44,7 +45,8 @@ class _TaskSummaryCache:
         try:
             if not self._fresh(max_age):  # not read by the caller this one waited for
                 try:
-                    self._value = runtime.scheduler_client.get_scheduled_executions_summary_by_task()
+                    client = runtime.scheduler_client
+                    self._value = (client.get_scheduled_executions_summary_by_task(), _dead_count(client))
                 except Exception as error:
                     # the error's type only: its text may carry a URL or a statement
                     self._value = type(error).__name__
@@ -54,13 +56,25 @@ class _TaskSummaryCache:
             self._reading.release()
 
 
+#: what the cache reads: the per-task summary and how many executions are dead
+_Counts = tuple[list[TaskSummary], int | None]
+
+
+def _dead_count(client: SchedulerClient) -> int | None:
+    try:
+        held = client.count_held()
+    except Exception:
+        return None  # no held table yet (not migrated since it came): nothing to count
+    return sum(count for (_task, state), count in held.items() if state is HoldState.DEAD)
+
+
 #: one cache per live runtime, keyed by ``id`` (a runtime is not hashable); a runtime's entry
 #: goes when the runtime is collected
 _caches: dict[int, _TaskSummaryCache] = {}
 _caches_lock = threading.Lock()
 
 
-def _task_summary(runtime: EkbatanRuntime, max_age: timedelta) -> list[TaskSummary] | str:
+def _task_summary(runtime: EkbatanRuntime, max_age: timedelta) -> _Counts | str:
     with _caches_lock:
         cache = _caches.get(id(runtime))
         if cache is None:
@@ -99,6 +113,12 @@ def health_report(
     read at most once per ``failing_tasks_cache`` (default 5 s) per runtime, so it may be that
     old. The report holds no task data and no configuration.
 
+    ``paused`` is this process's own polling pause (``Scheduler.pause()``); ``paused_tasks``
+    the task names paused cluster-wide, as the scheduler last read them. ``dead_executions``
+    counts the executions kept dead after their retries ran out (read with the failing
+    count); like paused tasks, they never make it not ready: an operator's attention, not a
+    broken process.
+
     ``unknown_tasks`` (present only when there are some) lists the task names in
     ``scheduled_tasks`` that no task of this scheduler has, each with its number of rows: a name
     misspelled when scheduling, or a task of another release or application. They never make it
@@ -124,6 +144,8 @@ def health_report(
         "max_poll_age_seconds": limit.total_seconds(),
         "executions_running": len(scheduler.get_currently_executing()),
         "failing_tasks": None,
+        "dead_executions": None,
+        "paused_tasks": sorted(scheduler.paused_task_names),
     }
     reasons = []
     if not running:
@@ -138,7 +160,7 @@ def health_report(
         if isinstance(read, str):
             reasons.append(f"scheduled_tasks could not be read ({read})")
         else:
-            summary = read
+            summary, report["dead_executions"] = read
             failing = sum(task.failing_count for task in summary)
             report["failing_tasks"] = failing
             if max_failing_tasks is not None and failing > max_failing_tasks:

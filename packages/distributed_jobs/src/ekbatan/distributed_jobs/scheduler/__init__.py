@@ -21,6 +21,7 @@ from ekbatan.distributed_jobs.scheduler._errors import (
     DataClassMismatchError,
     ExecutionError,
     FailedToScheduleBatchError,
+    HoldError,
     SchedulerError,
     SerializationError,
     TableSchemaError,
@@ -52,6 +53,14 @@ from ekbatan.distributed_jobs.scheduler._observability import (
 from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, PickleSerializer, Serializer
+from ekbatan.distributed_jobs.scheduler._table.held_ddl import held_table_name, pauses_table_name
+from ekbatan.distributed_jobs.scheduler._table.held_rows import (
+    ErrorRecord,
+    HeldExecution,
+    HoldState,
+    Released,
+    TaskPause,
+)
 from ekbatan.distributed_jobs.scheduler._table.listing import (
     ExecutionTimeAndId,
     ScheduledExecution,
@@ -78,6 +87,7 @@ from ekbatan.distributed_jobs.scheduler._tasks.failure import (
     FailureHandler,
     FailureHandlers,
     MaxRetries,
+    OnFailureDeadLetter,
     OnFailureReschedule,
     OnFailureRescheduleUsingTaskDataSchedule,
     OnFailureRetryLater,
@@ -104,6 +114,7 @@ from ekbatan.distributed_jobs.scheduler.schedules import (
 )
 from ekbatan.distributed_jobs.scheduler.schema import (
     DEFAULT_TABLE_NAME,
+    create_companion_tables,
     create_table,
     ddl_statements,
     priority_column_ddl,
@@ -142,12 +153,16 @@ __all__ = [
     "ExecutionOperations",
     "ExecutionResult",
     "ExecutionTimeAndId",
+    "ErrorRecord",
     "ExponentialBackoff",
     "FailedToScheduleBatchError",
     "FailureHandler",
     "FailureHandlers",
     "FixedDelay",
     "HeartbeatState",
+    "HeldExecution",
+    "HoldError",
+    "HoldState",
     "JsonSerializer",
     "MaxRetries",
     "OnCompleteDoNothing",
@@ -155,6 +170,7 @@ __all__ = [
     "OnCompleteReplace",
     "OnCompleteReschedule",
     "OnCompleteRescheduleTo",
+    "OnFailureDeadLetter",
     "OnFailureReschedule",
     "OnFailureRescheduleUsingTaskDataSchedule",
     "OnFailureRetryLater",
@@ -164,6 +180,7 @@ __all__ = [
     "PlainScheduleAndData",
     "RecurringTask",
     "RecurringTaskWithPersistentSchedule",
+    "Released",
     "ReviveDeadExecution",
     "Schedule",
     "ScheduleAndData",
@@ -191,12 +208,16 @@ __all__ = [
     "TaskInstanceId",
     "TaskInstanceNotFoundError",
     "TaskKeyTooLongError",
+    "TaskPause",
     "TaskSummary",
     "Tasks",
     "WhenExists",
+    "create_companion_tables",
     "create_table",
     "ddl_statements",
     "dialect_from_url",
+    "held_table_name",
+    "pauses_table_name",
     "priority_column_ddl",
     "validate_table_name",
 ]

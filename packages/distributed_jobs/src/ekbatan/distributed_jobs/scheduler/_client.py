@@ -18,13 +18,15 @@ import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler._after_commit import run_after_commit
 from ekbatan.distributed_jobs.scheduler._clock import Clock, SystemClock, ensure_utc
+from ekbatan.distributed_jobs.scheduler._controls import OperatorControls
 from ekbatan.distributed_jobs.scheduler._errors import (
     DataClassMismatchError,
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceNotFoundError,
 )
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler._instances import InstanceKey, SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler._instances import instance_key as _key
 from ekbatan.distributed_jobs.scheduler._polling.wakeups import channel_for
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
 from ekbatan.distributed_jobs.scheduler._table.listing import (
@@ -45,8 +47,6 @@ from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 
-#: ``(task_name, instance_id)``, a :class:`TaskInstanceId`, or a :class:`TaskInstance`
-InstanceKey = TaskInstanceId | TaskInstance[Any] | tuple[str, str]
 #: an aware datetime, or a delay from now
 When = datetime | timedelta
 
@@ -60,19 +60,7 @@ class WhenExists(enum.Enum):
     RESCHEDULE = "reschedule"
 
 
-def _key(key: InstanceKey) -> TaskInstanceId:
-    if isinstance(key, TaskInstanceId):
-        return key
-    if isinstance(key, TaskInstance):
-        return key.key
-    if isinstance(key, tuple) and len(key) == 2:
-        return TaskInstanceId(str(key[0]), str(key[1]))
-    raise TypeError(
-        f"expected a TaskInstance, a TaskInstanceId or a (task_name, instance_id) tuple, got {key!r}"
-    )
-
-
-class SchedulerClient:
+class SchedulerClient(OperatorControls):
     """Talks to ``scheduled_tasks`` directly; no threads, no polling.
 
     ``tasks`` are the tasks this client knows: their data types decode listings; rows of
@@ -287,9 +275,21 @@ class SchedulerClient:
         return True
 
     def cancel(self, key: InstanceKey, *, connection: ConnectionLike | None = None) -> None:
-        """Delete a not-picked execution."""
-        existing = self._existing(_key(key), connection)
+        """Delete a not-picked execution, or a held one (dead, or paused one by one)."""
+        ident = _key(key)
+        try:
+            existing = self._existing(ident, connection)
+        except TaskInstanceNotFoundError:
+            if connection is None and self._drop_held(ident):
+                return
+            raise
         self._repository.remove(existing.execution, connection)
+
+    def _drop_held(self, ident: TaskInstanceId) -> bool:
+        try:
+            return self._repository.drop_held(ident.task_name, ident.id)
+        except sa.exc.SQLAlchemyError:
+            return False  # no held table (not migrated yet): nothing held to drop
 
     def _existing(self, ident: TaskInstanceId, connection: ConnectionLike | None) -> ScheduledExecution:
         found = self.get_scheduled_execution(ident, connection=connection)

@@ -48,6 +48,11 @@ class TaskInstanceCurrentlyExecutingError(TaskInstanceError):
         )
 
 
+class HoldError(SchedulerError, ValueError):
+    """A pause, resumption or retry that cannot be done as asked (nothing paused or dead by
+    that name, or its key is scheduled again); the message says what to do instead."""
+
+
 class ExecutionError(SchedulerError):
     """A versioned write to an execution matched no row: another writer got there first.
 

@@ -67,3 +67,20 @@ class SchedulableInstance(Generic[T]):
 
     def execution_time(self, now: datetime) -> datetime:
         return self.time_rule(now)
+
+
+#: ``(task_name, instance_id)``, a :class:`TaskInstanceId`, or a :class:`TaskInstance`
+InstanceKey = TaskInstanceId | TaskInstance[Any] | tuple[str, str]
+
+
+def instance_key(key: InstanceKey) -> TaskInstanceId:
+    """The key an :data:`InstanceKey` names; a clear error for anything else."""
+    if isinstance(key, TaskInstanceId):
+        return key
+    if isinstance(key, TaskInstance):
+        return key.key
+    if isinstance(key, tuple) and len(key) == 2:
+        return TaskInstanceId(str(key[0]), str(key[1]))
+    raise TypeError(
+        f"expected a TaskInstance, a TaskInstanceId or a (task_name, instance_id) tuple, got {key!r}"
+    )

@@ -23,7 +23,7 @@ from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
 from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
 from ekbatan.distributed_jobs.scheduler._errors import TableSchemaError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._liveness.background import RepeatingLoop
+from ekbatan.distributed_jobs.scheduler._liveness.background import RepeatingLoop, liveness_loops
 from ekbatan.distributed_jobs.scheduler._liveness.dead_executions import DeadExecutionDetector
 from ekbatan.distributed_jobs.scheduler._liveness.heartbeat import HeartbeatUpdater
 from ekbatan.distributed_jobs.scheduler._liveness.outage import (
@@ -35,6 +35,7 @@ from ekbatan.distributed_jobs.scheduler._observability import (
 )
 from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._polling.notified_claims import NotifiedClaims, start_listening
+from ekbatan.distributed_jobs.scheduler._polling.pause_watch import PauseWatch
 from ekbatan.distributed_jobs.scheduler._polling.poller import (
     PollLoop,
 )
@@ -112,6 +113,7 @@ class Scheduler(SchedulerClient):
             self.outage,
         )
         self.waiter = Waiter()
+        self.pauses = PauseWatch(repository, self.polling_interval)
         self.registry = ExecutionRegistry()
         self.completion_batcher = CompletionBatcher(repository) if options.batch_completions else None
         self.async_runner = AsyncRunner()
@@ -198,8 +200,14 @@ class Scheduler(SchedulerClient):
     def scheduler_state(self) -> Scheduler:
         return self
 
+    @property
+    def paused_task_names(self) -> frozenset[str]:
+        """Task names paused cluster-wide (``pause_task``), as this scheduler last read them."""
+        return self._repository.resolver.paused_names()
+
     def pause(self) -> None:
-        """Stop fetching new executions; running ones, heartbeats and dead detection go on."""
+        """Stop this process's polling; running executions, heartbeats and dead detection go
+        on. Only this process: ``pause_task(name)`` pauses a task on every node."""
         if not self._paused:
             self._paused = True
             log.info("scheduler %s paused polling", self.name)
@@ -231,8 +239,15 @@ class Scheduler(SchedulerClient):
         # poll a moment later rather than into a transaction still in flight.
         self._due_at(execution_time, margin=0.01 if committing else 0.0)
 
+    def _before_poll(self) -> None:
+        self._startup.retry()
+        self.pauses.refresh()
+
     def _on_notification(self, wakeup: Wakeup, connection: Any) -> None:
-        """Someone scheduled something: claim it for a free worker, or wake the poller."""
+        """Someone scheduled something (claim it for a free worker, or wake the poller), or
+        paused or resumed a task (read the pauses, then poll)."""
+        if wakeup.pauses_changed:
+            self.pauses.invalidate()
         claims = self._notified_claims
         if claims is not None and claims.offer(wakeup, connection):
             return
@@ -339,34 +354,18 @@ class Scheduler(SchedulerClient):
             self.listeners,
             self.polling_interval,
             self.waiter,
-            before_poll=self._startup.retry,
+            before_poll=self._before_poll,
             outage=self.outage,
         )
         self._poller.start()
         self._start_listening()
-        hb = self.heartbeat_interval.total_seconds()
-
-        def unexpected(_exc: BaseException) -> None:
-            self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
-
-        self._heartbeat_loop = RepeatingLoop(
-            "ekbatan-heartbeat",
+        self._heartbeat_loop, self._dead_loop = liveness_loops(
             self.heartbeats.run_once,
-            lambda: hb,
-            unexpected,
-            what="heartbeats",
-            outage=self.outage,
-        )
-        self._dead_loop = RepeatingLoop(
-            "ekbatan-dead-executions",
             self.dead_executions.run_once,
-            lambda: 2 * hb,
-            unexpected,
-            what="detecting dead executions",
-            outage=self.outage,
+            self.heartbeat_interval,
+            lambda _exc: self.listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR),
+            self.outage,
         )
-        self._heartbeat_loop.start()
-        self._dead_loop.start()
         if self.options.shutdown_hook and not self._atexit_registered:
             atexit.register(self.stop)
             self._atexit_registered = True
@@ -475,6 +474,7 @@ class Scheduler(SchedulerClient):
         Returns how many this call executed.
         """
         executed = 0
+        self.pauses.refresh(now=True)
         while True:
             due = self.repository.get_due(self.clock.now(), max(self.upper_limit, 1))
             ran = 0

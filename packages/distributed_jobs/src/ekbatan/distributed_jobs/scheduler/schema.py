@@ -13,6 +13,10 @@ from importlib import resources
 
 import sqlalchemy as sa
 
+from ekbatan.distributed_jobs.scheduler._table.held_ddl import (
+    held_ddl_statements,
+    held_table_name,
+)
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, backend_for, resolve_dialect
 
 DEFAULT_TABLE_NAME = "scheduled_tasks"
@@ -93,14 +97,34 @@ def create_table(
     table_name: str = DEFAULT_TABLE_NAME,
     dialect: str | Dialect | SqlDialect | None = None,
 ) -> bool:
-    """Create the table and its indexes unless the table exists; return whether it created it."""
+    """Create the table and its indexes unless the table exists, and its companion tables
+    ``<table>_held`` and ``<table>_pauses`` (dead letters, pauses) unless they exist; return
+    whether it created ``table_name``."""
+    backend = resolve_dialect(engine, dialect)
+    created = False
+    with engine.begin() as connection:
+        if not table_exists(connection, table_name):
+            for statement in ddl_statements(backend.dialect, table_name):
+                connection.exec_driver_sql(statement)
+            created = True
+    create_companion_tables(engine, table_name, backend)
+    return created
+
+
+def create_companion_tables(
+    engine: sa.Engine,
+    table_name: str = DEFAULT_TABLE_NAME,
+    dialect: str | Dialect | SqlDialect | None = None,
+) -> None:
+    """Create ``<table>_held`` and ``<table>_pauses`` unless they exist (``ekbatan migrate``
+    creates them for the default table name)."""
+    validate_table_name(table_name)
     backend = resolve_dialect(engine, dialect)
     with engine.begin() as connection:
-        if table_exists(connection, table_name):
-            return False
-        for statement in ddl_statements(backend.dialect, table_name):
-            connection.exec_driver_sql(statement)
-    return True
+        if table_exists(connection, held_table_name(table_name)):
+            return
+        for statement in held_ddl_statements(backend.dialect, table_name):
+            connection.exec_driver_sql(_if_not_exists(statement, backend.dialect.value))
 
 
 def migrations() -> list[tuple[str, str, str, Callable[[str], list[str]]]]:
@@ -112,7 +136,13 @@ def migrations() -> list[tuple[str, str, str, Callable[[str], list[str]]]]:
         # auto-commits; the verbatim DDL gains IF NOT EXISTS here only.
         return [_if_not_exists(stmt, dialect) for stmt in created]
 
-    return [("scheduled_tasks", "0001", "db-scheduler's scheduled_tasks table", statements)]
+    def companions(dialect: str) -> list[str]:
+        return [_if_not_exists(stmt, dialect) for stmt in held_ddl_statements(dialect, DEFAULT_TABLE_NAME)]
+
+    return [
+        ("scheduled_tasks", "0001", "db-scheduler's scheduled_tasks table", statements),
+        ("scheduled_tasks", "0002", "held executions (dead letters, paused) and task pauses", companions),
+    ]
 
 
 def _if_not_exists(statement: str, dialect: str) -> str:

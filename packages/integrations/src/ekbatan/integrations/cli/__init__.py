@@ -8,6 +8,7 @@ or adds its own click command with ``main.add_command(...)``, plus one import li
 
 # Importing a command module registers its command on ``main``.
 from ekbatan.integrations.cli import (  # noqa: F401
+    controls_command,
     demo_command,
     doctor_command,
     events_command,

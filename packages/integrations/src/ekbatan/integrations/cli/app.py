@@ -28,7 +28,12 @@ import click
 import sqlalchemy as sa
 
 from ekbatan.core import ConnectionProvider, JobsPoolNotConfiguredError, MigrationError, SettingsError
-from ekbatan.distributed_jobs.scheduler import ExecutionError, TaskInstanceNotFoundError
+from ekbatan.distributed_jobs.scheduler import (
+    ExecutionError,
+    HoldError,
+    TaskInstanceCurrentlyExecutingError,
+    TaskInstanceNotFoundError,
+)
 from ekbatan.integrations.cli.tables import TABLE_WIDTH
 from ekbatan.integrations.cli.targets import CliError, Pool, Target, first_line, resolve_target
 from ekbatan.integrations.construction import ConstructionError
@@ -153,6 +158,8 @@ def describe(error: BaseException) -> str:
             DiscoveryError,
             ConstructionError,
             TaskInstanceNotFoundError,
+            TaskInstanceCurrentlyExecutingError,
+            HoldError,
         ),
     ):
         return first_line(error)

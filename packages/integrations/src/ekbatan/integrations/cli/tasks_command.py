@@ -1,4 +1,5 @@
-"""``ekbatan tasks list|show|run-now|reschedule|cancel``: the operator's view of ``scheduled_tasks``.
+"""``ekbatan tasks list|show|run-now|reschedule|cancel``: the operator's view of ``scheduled_tasks``
+(``pause``, ``resume`` and ``retry`` are in :mod:`.controls_command`).
 
 It reads and changes the table on the jobs pool (the default shard's ``jobs-config``, its
 ``primary-config`` when there is none, or the ``--url`` database) through the engine's
@@ -14,10 +15,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
+import sqlalchemy as sa
 
 from ekbatan.distributed_jobs import DEFAULT_HEARTBEAT_INTERVAL
-from ekbatan.distributed_jobs.scheduler import DEFAULT_MISSED_HEARTBEATS, SchedulerClient
+from ekbatan.distributed_jobs.scheduler import (
+    DEFAULT_MISSED_HEARTBEATS,
+    HeldExecution,
+    HoldState,
+    SchedulerClient,
+    TaskInstanceNotFoundError,
+    TaskPause,
+)
 from ekbatan.integrations.cli.app import Invocation, ekbatan_command, main
+from ekbatan.integrations.cli.held_listing import (
+    held_as_dict,
+    held_details,
+    held_listing,
+    pause_as_dict,
+    paused_note,
+)
 from ekbatan.integrations.cli.tables import TABLE_WIDTH, format_age, format_time, render_table
 from ekbatan.integrations.cli.targets import CliError
 from ekbatan.integrations.task_views import (
@@ -42,19 +58,20 @@ SHOW_HEX_BYTES = 64
 
 @main.group()
 def tasks() -> None:
-    """Scheduled executions: list, show, run now, reschedule, cancel.
+    """Scheduled executions: list, show, run now, reschedule, cancel; pause, resume, retry.
 
     run-now, reschedule and cancel refuse an execution that is picked (running now) unless
     --force is given.
     """
 
 
-def scheduler_client(invocation: Invocation) -> SchedulerClient:
-    """A client on the jobs pool, after checking that it connects and has ``scheduled_tasks``."""
+def scheduler_client(invocation: Invocation, *, companions: bool = False) -> SchedulerClient:
+    """A client on the jobs pool, after checking that it connects and has ``scheduled_tasks``
+    (and, with ``companions``, the tables of held executions and task pauses)."""
     target = invocation.target()
     provider = invocation.open(target.jobs)
     with target.jobs.connect(provider) as connection:
-        target.require_scheduled_tasks(connection)
+        target.require_scheduled_tasks(connection, companions=companions)
     return SchedulerClient(provider.engine, dialect=str(provider.dialect))
 
 
@@ -63,15 +80,38 @@ def scheduler_client(invocation: Invocation) -> SchedulerClient:
 @click.option("--failing", is_flag=True, help="Only executions whose last run failed.")
 @click.option("--picked", is_flag=True, help="Only executions picked (running) now.")
 @click.option("--due", is_flag=True, help="Only executions due now and not picked.")
+@click.option("--dead", is_flag=True, help="Only dead executions (out of retries, kept with their error).")
+@click.option("--paused", is_flag=True, help="Only paused tasks and executions paused one by one.")
 @click.option(
-    "--limit", default=100, show_default=True, type=click.IntRange(min=1), help="At most this many."
+    "--limit",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1, max=10_000),
+    help="At most this many.",
 )
 def list_command(
-    invocation: Invocation, task_name: str | None, failing: bool, picked: bool, due: bool, limit: int
+    invocation: Invocation,
+    task_name: str | None,
+    failing: bool,
+    picked: bool,
+    due: bool,
+    dead: bool,
+    paused: bool,
+    limit: int,
 ) -> None:
-    """List scheduled executions, the earliest due first."""
+    """List scheduled executions, the earliest due first (--dead, --paused: the held ones)."""
     if picked and due:
         raise click.UsageError("--picked and --due exclude each other: a due execution is one not picked yet")
+    if dead or paused:
+        others = [flag for flag, on in (("--failing", failing), ("--picked", picked), ("--due", due)) if on]
+        if (dead and paused) or others:
+            given = ["--dead"] * dead + ["--paused"] * paused + others
+            raise click.UsageError(
+                f"{' and '.join(given)} exclude each other: dead and paused executions are out of the "
+                "schedule, neither picked nor due; list one kind at a time"
+            )
+        run_held_list(invocation, HoldState.DEAD if dead else HoldState.PAUSED, task_name, limit)
+        return
     run_list(invocation, TaskFilter(task_name, failing, picked, due), limit)
 
 
@@ -79,8 +119,38 @@ def run_list(invocation: Invocation, task_filter: TaskFilter, limit: int) -> Non
     """The listing itself, for any entry point that has an invocation (``flask ekbatan tasks``)."""
     client = scheduler_client(invocation)
     views, more = list_tasks(client, task_filter, limit=limit)
-    data = {"executions": [v.as_dict() for v in views], "truncated": more}
-    invocation.emit(data, lambda: _listing(views, more, limit))
+    pauses = _task_pauses(client)
+    paused = {p.task_name for p in pauses}
+    data = {
+        "executions": [{**v.as_dict(), "paused": v.task_name in paused} for v in views],
+        "truncated": more,
+        "paused_tasks": [pause_as_dict(p) for p in pauses],
+    }
+    invocation.emit(
+        data, lambda: _listing(views, more, limit) + paused_note(pauses, {v.task_name for v in views})
+    )
+
+
+def _task_pauses(client: SchedulerClient) -> list[TaskPause]:
+    try:
+        return client.paused_tasks()
+    except sa.exc.DBAPIError:
+        return []  # no pauses table yet (not migrated since it came): nothing is paused
+
+
+def run_held_list(invocation: Invocation, state: HoldState, task_name: str | None, limit: int) -> None:
+    client = scheduler_client(invocation, companions=True)
+    held = client.get_held_executions(state=state, task_name=task_name, limit=limit + 1)
+    more, held = len(held) > limit, held[:limit]
+    pauses = []
+    if state is HoldState.PAUSED:
+        pauses = [p for p in client.paused_tasks() if task_name is None or p.task_name == task_name]
+    data = {
+        "executions": [held_as_dict(h) for h in held],
+        "truncated": more,
+        "paused_tasks": [pause_as_dict(p) for p in pauses],
+    }
+    invocation.emit(data, lambda: held_listing(held, pauses, more, limit, state.value))
 
 
 def _has_data(view: TaskView) -> bool:
@@ -134,14 +204,34 @@ def _listing(views: list[TaskView], more: bool, limit: int) -> str:
 @click.argument("task")
 @click.argument("instance")
 def show_command(invocation: Invocation, task: str, instance: str) -> None:
-    """Everything about one execution, its data included."""
-    view = get_task(scheduler_client(invocation), task, instance)
-    invocation.emit(view.as_dict(full_data=True), lambda: _details(view))
+    """Everything about one execution, its data included (a dead one: its error and traceback)."""
+    client = scheduler_client(invocation)
+    try:
+        view = get_task(client, task, instance)
+    except TaskInstanceNotFoundError:
+        held = _held(client, task, instance)
+        if held is None:
+            raise
+        invocation.emit(held_as_dict(held, full=True), lambda: held_details(held))
+        return
+    paused = next((p for p in _task_pauses(client) if p.task_name == task), None)
+    data = {**view.as_dict(full_data=True), "paused": paused is not None}
+    invocation.emit(data, lambda: _details(view, paused))
 
 
-def _details(view: TaskView) -> str:
+def _held(client: SchedulerClient, task: str, instance: str) -> HeldExecution | None:
+    try:
+        return client.get_held_execution(task, instance)
+    except sa.exc.DBAPIError:
+        return None  # no held table yet: nothing is held
+
+
+def _details(view: TaskView, paused: TaskPause | None = None) -> str:
     rows = [
-        ("task", view.task_name),
+        (
+            "task",
+            view.task_name + ("" if paused is None else f" (paused since {format_time(paused.paused_at)})"),
+        ),
         ("instance", view.instance_id),
         ("due", view.execution_time),
         ("picked", view.picked),
@@ -169,7 +259,9 @@ def _full_data(raw: bytes | None) -> str | None:
     return f"hex:{raw[:SHOW_HEX_BYTES].hex()}{more} ({len(raw)} bytes, not JSON: not decoded)"
 
 
-def _parse_time(_ctx: click.Context, _param: click.Parameter, value: str) -> datetime:
+def parse_time(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime | None:
+    if value is None:
+        return None
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
@@ -212,10 +304,22 @@ def _changed(
 @click.argument("instance")
 @_force_option
 def run_now_command(invocation: Invocation, task: str, instance: str, force: bool) -> None:
-    """Make an execution due now; a worker runs it at its next poll."""
+    """Make an execution due now (a dead one: send it back, due now); a worker runs it at its next poll."""
     client = scheduler_client(invocation)
     with _explained(invocation):
-        before = run_task_now(client, task, instance, force=force)
+        try:
+            before = run_task_now(client, task, instance, force=force)
+        except TaskInstanceNotFoundError:
+            held = _held(client, task, instance)
+            if held is None or held.state is not HoldState.DEAD:
+                raise
+            client.retry_dead(task, instance)
+            data = {"task": task, "instance": instance, "action": "retry", "previous": held_as_dict(held)}
+            invocation.emit(
+                data,
+                f"{task}/{instance}: dead since {format_time(held.held_at)}, back in the schedule, due now",
+            )
+            return
     after = get_task(client, task, instance).execution_time
     note = ""
     if task in PIPELINE_JOBS:
@@ -229,7 +333,7 @@ def run_now_command(invocation: Invocation, task: str, instance: str, force: boo
 @ekbatan_command(tasks, "reschedule")
 @click.argument("task")
 @click.argument("instance")
-@click.option("--at", "at", required=True, metavar="ISO-TIME", callback=_parse_time, help="The new due time.")
+@click.option("--at", "at", required=True, metavar="ISO-TIME", callback=parse_time, help="The new due time.")
 @_force_option
 def reschedule_command(invocation: Invocation, task: str, instance: str, at: datetime, force: bool) -> None:
     """Move an execution to another time (its failure count starts again from 0)."""
@@ -243,9 +347,21 @@ def reschedule_command(invocation: Invocation, task: str, instance: str, at: dat
 @click.argument("instance")
 @_force_option
 def cancel_command(invocation: Invocation, task: str, instance: str, force: bool) -> None:
-    """Delete an execution. A recurring job's row comes back when a worker starts."""
+    """Delete an execution, or drop a dead or paused one. A recurring job's row comes back when a worker starts."""
+    client = scheduler_client(invocation)
     with _explained(invocation):
-        before = cancel_task(scheduler_client(invocation), task, instance, force=force)
+        try:
+            before = cancel_task(client, task, instance, force=force)
+        except TaskInstanceNotFoundError:
+            held = _held(client, task, instance)
+            if held is None:
+                raise
+            client.cancel((task, instance))
+            data = {"task": task, "instance": instance, "action": "cancel", "previous": held_as_dict(held)}
+            invocation.emit(
+                data, f"{task}/{instance}: {held.state.value} since {format_time(held.held_at)}, dropped"
+            )
+            return
     _changed(invocation, "cancel", before, None, "cancelled")
 
 

@@ -27,7 +27,12 @@ import yaml
 from ekbatan.core import ActionExecutor, DatabaseRegistry, load_settings, migrate
 from ekbatan.core.migrations import HISTORY_TABLE
 from ekbatan.core.persistence import mask_url_password
-from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.distributed_jobs.scheduler import (
+    DEFAULT_TABLE_NAME,
+    SchedulerClient,
+    held_table_name,
+    pauses_table_name,
+)
 from ekbatan.integrations.demo import shop
 from ekbatan.integrations.demo.progress import Progress
 
@@ -36,6 +41,13 @@ HANDLERS = ("receipt-mailer", "loyalty-points")
 PIPELINE_JOBS = ("ekbatan-event-fanout", "ekbatan-event-handling")
 #: the demo gives up after this long, whatever is left
 DEADLINE_SECONDS = 50.0
+
+#: the scheduler's tables: the demo drops those it created, and empties of its rows those it found
+SCHEDULER_TABLES = (
+    DEFAULT_TABLE_NAME,
+    held_table_name(DEFAULT_TABLE_NAME),
+    pauses_table_name(DEFAULT_TABLE_NAME),
+)
 
 
 @dataclass
@@ -360,7 +372,7 @@ class _Demo:
             return  # a fresh file in the demo's temporary directory
         with self.engine.connect() as connection:
             inspector = sa.inspect(connection)
-            self.existed = {t for t in (HISTORY_TABLE, "scheduled_tasks") if inspector.has_table(t)}
+            self.existed = {t for t in (HISTORY_TABLE, *SCHEDULER_TABLES) if inspector.has_table(t)}
             if HISTORY_TABLE in self.existed:
                 history = sa.Table(HISTORY_TABLE, sa.MetaData(), autoload_with=connection)
                 self.history_before = [dict(row._mapping) for row in connection.execute(sa.select(history))]
@@ -377,15 +389,16 @@ class _Demo:
         try:
             shop.Base.metadata.drop_all(self.engine)
             with self.engine.begin() as connection:
-                if "scheduled_tasks" in self.existed:
-                    connection.execute(
-                        sa.text("DELETE FROM scheduled_tasks WHERE task_name IN :names").bindparams(
-                            sa.bindparam("names", expanding=True)
-                        ),
-                        {"names": [*RECURRING, *PIPELINE_JOBS, "send-invoice"]},
-                    )
-                else:
-                    connection.exec_driver_sql("DROP TABLE IF EXISTS scheduled_tasks")
+                for table in SCHEDULER_TABLES:
+                    if table in self.existed:
+                        connection.execute(
+                            sa.text(f"DELETE FROM {table} WHERE task_name IN :names").bindparams(
+                                sa.bindparam("names", expanding=True)
+                            ),
+                            {"names": [*RECURRING, *PIPELINE_JOBS, "send-invoice"]},
+                        )
+                    else:
+                        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
                 if HISTORY_TABLE not in self.existed:
                     connection.exec_driver_sql(f"DROP TABLE IF EXISTS {HISTORY_TABLE}")
                 else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 
 from ekbatan.distributed_jobs.scheduler._liveness.outage import (
     DEFAULT_OUTAGE_POLICY,
@@ -66,3 +67,31 @@ class RepeatingLoop:
     @property
     def is_alive(self) -> bool:
         return self._thread.is_alive()
+
+
+def liveness_loops(
+    heartbeats: Callable[[], None],
+    dead_executions: Callable[[], None],
+    heartbeat_interval: timedelta,
+    on_error: Callable[[BaseException], None],
+    outage: OutagePolicy,
+) -> tuple[RepeatingLoop, RepeatingLoop]:
+    """The two loops keeping executions alive, started: heartbeats every heartbeat interval,
+    and the search for dead executions every two."""
+    every = heartbeat_interval.total_seconds()
+    loops = (
+        RepeatingLoop(
+            "ekbatan-heartbeat", heartbeats, lambda: every, on_error, what="heartbeats", outage=outage
+        ),
+        RepeatingLoop(
+            "ekbatan-dead-executions",
+            dead_executions,
+            lambda: 2 * every,
+            on_error,
+            what="detecting dead executions",
+            outage=outage,
+        ),
+    )
+    for loop in loops:
+        loop.start()
+    return loops

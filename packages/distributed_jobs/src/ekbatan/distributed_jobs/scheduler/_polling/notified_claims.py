@@ -58,7 +58,7 @@ class NotifiedClaims:
 
     def offer(self, wakeup: Wakeup, connection: Any) -> bool:
         """Claim the execution ``wakeup`` names on ``connection`` (the listener's) and queue it
-        for a worker. False when this is not the moment — nothing named, not due yet, no free
+        for a worker (or leave it, when its task is paused). False when this is not the moment — nothing named, not due yet, no free
         worker, paused, stopping, an unknown task, statements being watched, or the claim
         failed — and the caller should wake the poller instead."""
         key = wakeup.key
@@ -67,6 +67,8 @@ class NotifiedClaims:
         now = self.clock.now()
         if wakeup.due > now or self.repository.resolver.resolve(key.task_name) is None:
             return False
+        if key.task_name in self.repository.resolver.paused_names():
+            return True  # it waits for its task's resumption; no poll would claim it either
         # Only for an idle thread: with work queued, the poller's order (oldest due first) rules.
         if self.pool.in_queue_or_processing >= self.pool.size or not self.repository.claims_notified:
             return False

@@ -49,6 +49,8 @@ class Wakeup:
 
     due: datetime
     key: TaskInstanceId | None = None
+    #: a task was paused or resumed: read the pauses again before the next claim
+    pauses_changed: bool = False
 
 
 def channel_for(table_name: str) -> str:
@@ -77,6 +79,16 @@ def encode_scheduled(instant: datetime, task_name: str, instance_id: str) -> str
     return payload if len(payload.encode()) <= MAX_PAYLOAD_BYTES else encode_due(instant)
 
 
+#: the tail of a payload saying that the task pauses changed (an engine that predates it reads
+#: the due time alone, a sound hint, and ignores the rest)
+_PAUSES_CHANGED = "pauses"
+
+
+def encode_pauses_changed(instant: datetime) -> str:
+    """The payload announcing that a task was paused or resumed at ``instant``."""
+    return f"{encode_due(instant)}:{_PAUSES_CHANGED}"
+
+
 def decode_due(payload: str) -> datetime | None:
     try:
         return _EPOCH + int(payload) * _MICROSECOND
@@ -92,6 +104,8 @@ def decode(payload: str) -> Wakeup | None:
         return None
     if not sep:
         return Wakeup(due)
+    if rest == _PAUSES_CHANGED:
+        return Wakeup(due, pauses_changed=True)
     length, sep, names = rest.partition(":")
     if not sep or not (length.isascii() and length.isdigit()) or int(length) > len(names):
         return Wakeup(due)  # the due time alone is still a sound hint

@@ -233,7 +233,14 @@ class TableAccess:
         return statement
 
     def _not_in_unresolved(self) -> tuple[str, dict[str, Any]]:
-        names = self.resolver.unresolved_names()
+        return self._not_in(self.resolver.unresolved_names())
+
+    def _not_in_excluded(self) -> tuple[str, dict[str, Any]]:
+        """`` AND task_name NOT IN (…)`` of the names a poll passes over: unknown or paused."""
+        return self._not_in(self.resolver.excluded_names())
+
+    @staticmethod
+    def _not_in(names: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
         if not names:
             return "", {}
         placeholders = ", ".join(f":u{i}" for i in range(len(names)))
@@ -347,9 +354,12 @@ class TableAccess:
             "priority": new.priority,
         }
 
-    def _known_names(self) -> tuple[str, dict[str, Any]]:
-        """`` AND task_name IN (…)`` of the tasks this process can run (empty when none)."""
-        names = sorted(self.resolver.tasks)
+    def _known_names(self, *, paused_too: bool = False) -> tuple[str, dict[str, Any]]:
+        """`` AND task_name IN (…)`` of the tasks this process can run now: known, not paused
+        (a condition nothing meets when every one is paused); ``paused_too``: every known one."""
+        names = tuple(sorted(self.resolver.tasks)) if paused_too else self.resolver.claimable_names()
+        if not names:
+            return " AND 1 = 0", {}
         placeholders = ", ".join(f":k{i}" for i in range(len(names)))
         condition = self.dialect.without_estimate(f"task_name IN ({placeholders})")
         return f" AND {condition}", {f"k{i}": n for i, n in enumerate(names)}

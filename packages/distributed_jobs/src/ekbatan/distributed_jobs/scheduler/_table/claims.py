@@ -23,7 +23,7 @@ class Claims(TableAccess):
     """The claiming half of the protocol."""
 
     def get_due(self, now: datetime, limit: int) -> list[Execution]:
-        clause, extra = self._not_in_unresolved()
+        clause, extra = self._not_in_excluded()
         sql = self._statement(
             "due",
             clause,
@@ -44,7 +44,7 @@ class Claims(TableAccess):
         Strictly after ``now``: rows already due are the current poll's business (or being
         claimed right now), not a reason to wake up again.
         """
-        clause, extra = self._not_in_unresolved()
+        clause, extra = self._not_in_excluded()
         return self._earliest_unpicked(
             "next_due",
             f" AND execution_time > :now{clause}",
@@ -63,7 +63,7 @@ class Claims(TableAccess):
         names, as the claim takes: another application's due rows are not this poller's to
         come back for.
         """
-        if not self.resolver.tasks:
+        if not self.resolver.claimable_names():
             return None
         clause, extra = self._known_names()
         return self._earliest_unpicked("earliest_claimable", clause, extra)
@@ -171,7 +171,7 @@ class Claims(TableAccess):
         """
         if not self.dialect.supports_lock_and_fetch:
             raise NotImplementedError(f"{self.dialect.name} does not support lock-and-fetch")
-        if not self.resolver.tasks:
+        if not self.resolver.claimable_names():
             return []
         d = self.dialect
         clause, extra = self._known_names()
@@ -245,7 +245,8 @@ class Claims(TableAccess):
     def record_unknown_due(self, now: datetime, limit: int = 100) -> int:
         """Record as unresolved the task names of due, unpicked rows this process does not know
         (lock-and-fetch never claims them, so it never meets them); how many rows it read."""
-        known, params = self._known_names() if self.resolver.tasks else ("", {})
+        # a paused task is known: its due rows are not this look's business
+        known, params = self._known_names(paused_too=True) if self.resolver.tasks else ("", {})
         unresolved, extra = self._not_in_unresolved()
         sql = self._statement(
             "unknown_due",

@@ -22,11 +22,12 @@ from ekbatan.distributed_jobs.scheduler._execution import Execution
 from ekbatan.distributed_jobs.scheduler._polling.wakeups import encode_scheduled
 from ekbatan.distributed_jobs.scheduler._table.claims import Claims
 from ekbatan.distributed_jobs.scheduler._table.completions import Completions
+from ekbatan.distributed_jobs.scheduler._table.holds import Holds
 from ekbatan.distributed_jobs.scheduler._table.listing import ScheduledExecutionsFilter, TaskSummary
 from ekbatan.distributed_jobs.scheduler._table.rows import ConnectionLike, NewExecution
 
 
-class TaskRepository(Claims, Completions):
+class TaskRepository(Claims, Completions, Holds):
     """The SQL protocol of ``scheduled_tasks`` for one table on one database: scheduling here,
     claiming and completing in the classes it is made of."""
 

@@ -35,6 +35,9 @@ class TaskResolver:
         # names already warned about: a name forgotten after deletion and met again is not
         # news to whoever read the first line
         self._warned: set[str] = set()
+        #: task names paused cluster-wide (as last read from the pauses table)
+        self._paused: frozenset[str] = frozenset()
+        self._claimable: tuple[str, ...] = tuple(sorted(self._tasks))
 
     def resolve(self, task_name: str) -> Task[Any] | None:
         return self._tasks.get(task_name)
@@ -81,6 +84,25 @@ class TaskResolver:
 
     def unresolved_names(self) -> tuple[str, ...]:
         return self._unresolved_names
+
+    def set_paused(self, names: frozenset[str]) -> None:
+        """The task names paused now; their due executions are not to be claimed."""
+        if names != self._paused:
+            self._paused = names
+            self._claimable = tuple(sorted(set(self._tasks) - names))
+
+    def paused_names(self) -> frozenset[str]:
+        return self._paused
+
+    def excluded_names(self) -> tuple[str, ...]:
+        """Names whose rows polls pass over: unknown to this process, or paused."""
+        if not self._paused:
+            return self._unresolved_names
+        return tuple(sorted(set(self._unresolved_names) | self._paused))
+
+    def claimable_names(self) -> tuple[str, ...]:
+        """The known task names not paused, sorted."""
+        return self._claimable
 
     def unresolved(self) -> dict[str, datetime]:
         with self._lock:

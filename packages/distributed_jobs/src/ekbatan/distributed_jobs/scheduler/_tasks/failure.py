@@ -89,6 +89,26 @@ class ExponentialBackoff:
         return f"ExponentialBackoff({self.initial}, rate={self.rate}, max_delay={self.max_delay})"
 
 
+class OnFailureDeadLetter:
+    """Keep the execution as *dead* — out of the schedule, not deleted — with its last error:
+    ``ekbatan tasks list --dead`` shows it, ``tasks retry`` sends it back, ``tasks cancel``
+    drops it. Used after retries run out (``max_retries(n)....then_dead_letter()``)."""
+
+    def on_failure(self, complete: ExecutionComplete, ops: ExecutionOperations) -> None:
+        log.warning(
+            "execution %s failed %d time(s) in a row; keeping it as dead (retry it with "
+            "`ekbatan tasks retry %s %s`)",
+            complete.execution,
+            complete.execution.consecutive_failures + 1,
+            complete.execution.task_name,
+            complete.execution.instance_id,
+        )
+        ops.dead_letter(complete)
+
+    def __repr__(self) -> str:
+        return "OnFailureDeadLetter()"
+
+
 MaxRetriesExceededListener = Callable[[ExecutionComplete, ExecutionOperations], None]
 
 
@@ -157,6 +177,10 @@ class _MaxRetriesBuilder:
     def then_remove(self, listener: MaxRetriesExceededListener | None = None) -> MaxRetries:
         return MaxRetries(self._max_retries, self._delegate(), None, listener)
 
+    def then_dead_letter(self, listener: MaxRetriesExceededListener | None = None) -> MaxRetries:
+        """After the last retry, keep the execution as dead (see :class:`OnFailureDeadLetter`)."""
+        return MaxRetries(self._max_retries, self._delegate(), OnFailureDeadLetter(), listener)
+
     def then(self, handler: FailureHandler, listener: MaxRetriesExceededListener | None = None) -> MaxRetries:
         return MaxRetries(self._max_retries, self._delegate(), handler, listener)
 
@@ -165,6 +189,7 @@ class FailureHandlers:
     """Fluent construction: ``FailureHandlers.max_retries(3).with_backoff(timedelta(minutes=1)).then_remove()``."""
 
     retry_later = OnFailureRetryLater
+    dead_letter = OnFailureDeadLetter
     reschedule = OnFailureReschedule
     exponential_backoff = ExponentialBackoff
 

@@ -7,9 +7,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
 from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
 from ekbatan.distributed_jobs.scheduler._serializers import Serializer
+from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord, HoldState
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
 
@@ -31,6 +33,26 @@ class ExecutionOperations:
 
     def remove(self) -> None:
         self._remover(self.execution)
+
+    def dead_letter(self, complete: ExecutionComplete, reason: str | None = None) -> None:
+        """Take the execution out of the schedule and keep it as *dead*, with the error its
+        last run ended with, until an operator retries or cancels it."""
+        e = self.execution
+        failures = e.consecutive_failures + (0 if complete.is_success else 1)
+        kept = e.with_changes(
+            consecutive_failures=failures,
+            last_failure=e.last_failure if complete.is_success else complete.time_done,
+        )
+        held = self.repository.hold(
+            kept,
+            HoldState.DEAD,
+            now=complete.time_done,
+            by=e.picked_by or self.repository.picked_by,
+            reason=reason or f"failed {failures} time(s) in a row",
+            error=ErrorRecord.of(complete.cause),
+        )
+        if not held:
+            raise ExecutionError("dead letter matched no row", e.task_name, e.instance_id, e.version)
 
     def reschedule(self, complete: ExecutionComplete, next_time: datetime, new_data: Any = KEEP_DATA) -> None:
         """Reschedule with the bookkeeping ``complete`` implies: a success resets the failure
