@@ -21,7 +21,7 @@ import yaml
 from click.testing import CliRunner
 
 from ekbatan.core.migrations import eventlog_tables
-from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.distributed_jobs.scheduler import ErrorRecord, HoldState, SchedulerClient
 from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
 from ekbatan.integrations.cli import main
 
@@ -109,6 +109,18 @@ def seed(url: str) -> None:
             NewExecution("import-prices", "feed-7", now, b"\x80\x04K\x07.")
         )
         client.repository.pick(client.get_scheduled_execution(("import-prices", "feed-7")).execution, now)
+        client.repository.create_if_not_exists(NewExecution("send-receipt", "order-1045", now, b"{}"))
+        receipt = client.get_scheduled_execution(("send-receipt", "order-1045")).execution
+        error = "mail server refused the receipt of order-1045"
+        client.repository.hold(
+            receipt.with_changes(consecutive_failures=3),
+            HoldState.DEAD,
+            now=now,
+            by="worker-1",
+            error=ErrorRecord(
+                "ConnectionError", error, f"Traceback (most recent call last):\nConnectionError: {error}\n"
+            ),
+        )
         tables = eventlog_tables("sqlite")
         shared = {"namespace": "shop", "action_name": "PlaceOrder", "action_params": {}, "started_date": now,
                   "completion_date": now, "payload": {}, "event_type": "OrderPlaced"}  # fmt: skip

@@ -11,7 +11,7 @@ from ekbatan.distributed_jobs.scheduler import HeldExecution, TaskPause
 from ekbatan.integrations.cli.tables import TABLE_WIDTH, format_time, render_table
 from ekbatan.integrations.task_views import data_preview, decode_json
 
-ERROR_PREVIEW = 60
+ERROR_PREVIEW = 40
 
 
 def _iso(value: datetime | None) -> str | None:
