@@ -107,3 +107,49 @@ def test_the_removed_builder_methods_say_what_to_write_instead(engine):
             AttributeError, match=r"write event_pipeline_jobs\(settings.local_event_handler, "
         ):
             pipeline_builder.apply_settings(settings)
+
+
+def test_the_history_keys_reach_the_engine(engine):
+    history = {
+        "succeeded-retention": "P1D",
+        "failed-retention": "P90D",
+        "max-runs-per-task": 50,
+        "prune-interval": "PT1H",
+        "keep-task-data": True,
+    }
+    on = builder(engine).execution_history()
+    registry = apply_jobs_settings(on, jobs_settings(history=history).jobs).build()
+    settings = registry.scheduler.execution_history.settings
+    assert settings.keep_task_data is True
+    retention = settings.retention
+    assert (retention.succeeded, retention.failed, retention.max_runs_per_task, retention.prune_every) == (
+        timedelta(days=1),
+        timedelta(days=90),
+        50,
+        timedelta(hours=1),
+    )
+    # a job registry with history runs the pruning task beside its job on a thread of its own
+    assert registry.scheduler.threads == 2
+    assert "ekbatan-history-prune" in registry.scheduler.task_names
+
+
+def test_history_enabled_false_turns_it_off(engine):
+    on = builder(engine).execution_history()
+    registry = apply_jobs_settings(on, jobs_settings(history={"enabled": False}).jobs).build()
+    assert registry.scheduler.execution_history is None
+    assert registry.scheduler.threads == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("succeeded-retention", "PT0S", "must be positive"),
+        ("max-runs-per-task", 0, "must be at least 1"),
+        ("keep-task-dat", True, "keep-task-dat"),
+    ],
+)
+def test_bad_history_keys_are_refused_naming_them(key, value, message):
+    from ekbatan.core import SettingsError
+
+    with pytest.raises(SettingsError, match=message):
+        jobs_settings(history={key: value})

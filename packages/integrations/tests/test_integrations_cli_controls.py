@@ -56,7 +56,7 @@ def client(engine) -> SchedulerClient:
 
 
 def run_due(engine: sa.Engine) -> int:
-    scheduler = Scheduler.create(engine, MAIL, REPORT).failure_logging("OFF").build()
+    scheduler = Scheduler.create(engine, MAIL, REPORT).failure_logging("OFF").execution_history().build()
     try:
         return scheduler.run_any_due_executions()
     finally:
@@ -161,3 +161,29 @@ def test_controls_before_migrate_say_run_migrate(app_db, tmp_path, engine):
     assert "table scheduled_tasks_held does not exist" in err and "run ekbatan migrate" in err
     # the listing still works, with nothing paused
     assert as_json("tasks", "list", "--config", config)["paused_tasks"] == []
+
+
+def test_history_sums_up_each_task_and_lists_one_tasks_runs(config, engine, client):
+    now = datetime.now(UTC)
+    client.schedule(MAIL.instance("m1"), now)
+    client.schedule(REPORT.instance("r1"), now)
+    client.schedule(REPORT.instance("r2"), now)
+    assert run_due(engine) == 3
+
+    summary = {t["task"]: t for t in as_json("tasks", "history", "--config", config)["tasks"]}
+    assert (summary["mail"]["runs"], summary["mail"]["failures"], summary["mail"]["last_result"]) == (
+        1,
+        1,
+        "dead",
+    )
+    assert (summary["report"]["runs"], summary["report"]["failures"]) == (2, 0)
+    runs = as_json("tasks", "history", "mail", "--failed", "--config", config)["runs"]
+    assert [(r["instance"], r["result"], r["error_class"]) for r in runs] == [
+        ("m1", "dead", f"{__name__}.MailDown")
+    ]
+    text = ekbatan("tasks", "history", "report", "r2", "--config", config).stdout
+    assert "r2" in text and "r1" not in text and "1 run(s)" in text
+    err = ekbatan("tasks", "history", "--failed", "--config", config, code=2).output
+    assert "--failed lists one task's runs: give the task name" in err
+    err = ekbatan("tasks", "history", "--since-hours", "0", "--config", config, code=2).output
+    assert "'0' is not positive" in err

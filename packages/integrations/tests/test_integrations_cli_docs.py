@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import ErrorRecord, HoldState, SchedulerClient
+from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
 from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
 from ekbatan.integrations.cli import main
 
@@ -112,6 +113,27 @@ def seed(url: str) -> None:
         client.repository.create_if_not_exists(NewExecution("send-receipt", "order-1045", now, b"{}"))
         receipt = client.get_scheduled_execution(("send-receipt", "order-1045")).execution
         error = "mail server refused the receipt of order-1045"
+        runs = [
+            ("order-0998", "succeeded", 8, 80, None),
+            ("order-0999", "failed", 9, 1450, "mail server timed out"),
+            ("order-1000", "succeeded", 10, 120, None),
+        ]
+        HistoryTable(client.repository).insert(
+            [
+                HistoryTable(client.repository).encode(
+                    {
+                        "task_name": "send-invoice", "task_instance": instance, "picked_by": "worker-1",
+                        "execution_time": datetime(2030, 1, 1, hour, tzinfo=UTC), "version": 2,
+                        "started": datetime(2030, 1, 1, hour, tzinfo=UTC),
+                        "finished": datetime(2030, 1, 1, hour, tzinfo=UTC) + timedelta(milliseconds=took),
+                        "duration_ms": took, "result": result, "attempt": 1,
+                        "error_class": None if message is None else "TimeoutError", "error_message": message,
+                        "error_traceback": None, "task_data": None,
+                    }
+                )
+                for instance, result, hour, took, message in runs
+            ]
+        )  # fmt: skip
         client.repository.hold(
             receipt.with_changes(consecutive_failures=3),
             HoldState.DEAD,

@@ -28,6 +28,7 @@ from ekbatan.distributed_jobs._job_tasks import (
 from ekbatan.distributed_jobs.job import DistributedJob
 from ekbatan.distributed_jobs.scheduler import (
     MIN_MISSED_HEARTBEATS,
+    HistoryRetention,
     RecurringTask,
     ScheduledExecutionsFilter,
     Scheduler,
@@ -117,6 +118,8 @@ class JobRegistryBuilder:
         self._shutdown_hook = True
         self._require_database = True
         self._customizers: list[Callable[[SchedulerBuilder], Any]] = []
+        self._history: HistoryRetention | None = None
+        self._keep_task_data = False
 
     def connection_provider(self, provider: sa.Engine | EngineProvider) -> JobRegistryBuilder:
         """A dedicated, small pool for the scheduler (it polls continuously). You own its lifecycle."""
@@ -205,6 +208,16 @@ class JobRegistryBuilder:
         self._require_database = required
         return self
 
+    def execution_history(
+        self, enabled: bool = True, *, retention: HistoryRetention | None = None, keep_task_data: bool = False
+    ) -> JobRegistryBuilder:
+        """Record every finished run in ``scheduled_tasks_history`` (see
+        ``SchedulerBuilder.execution_history``); off unless called — the integrations call it,
+        and ``ekbatan.jobs.history.enabled: false`` turns it off there."""
+        self._history = (retention or HistoryRetention()) if enabled else None
+        self._keep_task_data = keep_task_data
+        return self
+
     def customize_scheduler(self, customizer: Callable[[SchedulerBuilder], Any]) -> JobRegistryBuilder:
         """Adjust the engine's builder; applied last, so it can override anything
         (``delete_unresolved_after``, polling strategy, ``scheduler_name``, …)."""
@@ -278,7 +291,8 @@ class JobRegistryBuilder:
             # A job occupies a worker for as long as it runs — the event pipeline jobs run
             # indefinitely — so every job gets a thread of its own and none can starve another;
             # the tasks share threads of their own on top.
-            .threads(len(tasks) + (self._task_threads if extra else 0))
+            # (and the history's pruning task one more, when only jobs would run beside it)
+            .threads(len(tasks) + (self._task_threads if extra else 1 if self._history else 0))
             .heartbeat_interval(self._heartbeat_interval)
             .register_shutdown_hook(self._shutdown_hook)
             # the job wrapper logs a failure once, at ERROR; the engine would log it again
@@ -298,6 +312,8 @@ class JobRegistryBuilder:
             builder.shutdown_max_wait(self._shutdown_max_wait)
         if limit is not None:
             builder.missed_heartbeats_limit(limit)
+        if self._history is not None:
+            builder.execution_history(retention=self._history, keep_task_data=self._keep_task_data)
         for customize in self._customizers:
             customize(builder)
         return JobRegistry(

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ekbatan.core.config import JobsConfig
+from ekbatan.core.config import JobsConfig, JobsHistoryConfig
 from ekbatan.distributed_jobs import JobRegistryBuilder
+from ekbatan.distributed_jobs.scheduler import HistoryRetention
 
 __all__ = ["apply_jobs_settings"]
 
@@ -35,4 +36,21 @@ def apply_jobs_settings(builder: B, jobs: JobsConfig) -> B:
         # "is not None", never truthiness: timedelta(0) is falsy and PT0S must still apply
         if value is not None:
             call(value)
+    if jobs.history is not None:
+        _apply_history(builder, jobs.history)
     return builder
+
+
+def _apply_history(builder: JobRegistryBuilder, history: JobsHistoryConfig) -> None:
+    """``ekbatan.jobs.history``: on unless ``enabled: false``, each key set replacing its default."""
+    if history.enabled is False:
+        builder.execution_history(False)
+        return
+    default = HistoryRetention()
+    retention = HistoryRetention(
+        succeeded=history.succeeded_retention or default.succeeded,
+        failed=history.failed_retention or default.failed,
+        max_runs_per_task=history.max_runs_per_task or default.max_runs_per_task,
+        prune_every=history.prune_interval or default.prune_every,
+    )
+    builder.execution_history(retention=retention, keep_task_data=bool(history.keep_task_data))

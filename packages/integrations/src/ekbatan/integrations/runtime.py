@@ -154,7 +154,13 @@ def job_registry_for(
     """The job registry of ``jobs`` and ``tasks`` on ``jobs_pool``; the framework's lifecycle
     starts and stops it."""
     builder = apply_jobs_settings(
-        JobRegistry.builder().connection_provider(jobs_pool).with_jobs(jobs).with_tasks(tasks), settings.jobs
+        # execution history on by default here (ekbatan.jobs.history.enabled: false turns it off)
+        JobRegistry.builder()
+        .connection_provider(jobs_pool)
+        .with_jobs(jobs)
+        .with_tasks(tasks)
+        .execution_history(),
+        settings.jobs,
     )
     builder.register_shutdown_hook(False).require_database(require_database)
     if customize_scheduler is not None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ekbatan.core.config.errors import SettingsError
     from ekbatan.core.config.jobs import (
         JobsConfig,
+        JobsHistoryConfig,
     )
     from ekbatan.core.config.key_folding import (
         fold_key,
@@ -32,6 +33,7 @@ __all__ = [
     "HandlingConfig",
     "IsoDuration",
     "JobsConfig",
+    "JobsHistoryConfig",
     "LocalEventHandlerConfig",
     "SettingsError",
     "expand_placeholders",
@@ -54,7 +56,7 @@ __getattr__, __dir__ = _lazy_exports(
         ),
         "ekbatan.core.config.environment": ("EkbatanEnvironmentSource", "EnvironmentOverrideError"),
         "ekbatan.core.config.errors": ("SettingsError",),
-        "ekbatan.core.config.jobs": ("JobsConfig",),
+        "ekbatan.core.config.jobs": ("JobsConfig", "JobsHistoryConfig"),
         "ekbatan.core.config.key_folding": ("fold_key", "kebab_spelling"),
         "ekbatan.core.config.local_event_handler": ("HandlingConfig", "LocalEventHandlerConfig"),
         "ekbatan.core.config.placeholders": ("expand_placeholders",),

@@ -16,6 +16,34 @@ from ekbatan.core.config.key_folding import KeyFoldingModel
 MIN_MISSED_HEARTBEATS_LIMIT = 4
 
 
+class JobsHistoryConfig(KeyFoldingModel):
+    """``ekbatan.jobs.history``: the execution history (on unless ``enabled: false``); each
+    retention a positive ISO-8601 duration, ``max-runs-per-task`` at least 1."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool | None = None
+    succeeded_retention: IsoDuration | None = None
+    failed_retention: IsoDuration | None = None
+    max_runs_per_task: int | None = None
+    keep_task_data: bool | None = None
+    prune_interval: IsoDuration | None = None
+
+    @field_validator("succeeded_retention", "failed_retention", "prune_interval")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"must be positive, got {format_iso_duration(value)}; write e.g. P7D or PT10M")
+        return value
+
+    @field_validator("max_runs_per_task")
+    @classmethod
+    def _at_least_one(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"must be at least 1, got {value}; leave it out for the default (10000)")
+        return value
+
+
 class JobsConfig(KeyFoldingModel):
     """``polling-interval`` > 0, ``heartbeat-interval`` > 0, ``shutdown-max-wait`` ≥ 0 (ISO-8601),
     ``missed-heartbeats-limit`` ≥ 4 (an execution is dead after heartbeat-interval × this)."""
@@ -26,6 +54,7 @@ class JobsConfig(KeyFoldingModel):
     heartbeat_interval: IsoDuration | None = None
     shutdown_max_wait: IsoDuration | None = None
     missed_heartbeats_limit: int | None = None
+    history: JobsHistoryConfig | None = None
 
     @field_validator("polling_interval")
     @classmethod

@@ -41,6 +41,13 @@ from ekbatan.distributed_jobs.scheduler._execution import (
     ExecutionResult,
     TaskInstanceId,
 )
+from ekbatan.distributed_jobs.scheduler._history.recorder import PRUNE_TASK as HISTORY_PRUNE_TASK
+from ekbatan.distributed_jobs.scheduler._history.records import (
+    HistoryEntry,
+    HistoryRetention,
+    RunResult,
+    TaskHistorySummary,
+)
 from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
 from ekbatan.distributed_jobs.scheduler._liveness.outage import describe as describe_failure
 from ekbatan.distributed_jobs.scheduler._observability import (
@@ -53,7 +60,11 @@ from ekbatan.distributed_jobs.scheduler._observability import (
 from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, PickleSerializer, Serializer
-from ekbatan.distributed_jobs.scheduler._table.held_ddl import held_table_name, pauses_table_name
+from ekbatan.distributed_jobs.scheduler._table.held_ddl import (
+    held_table_name,
+    history_table_name,
+    pauses_table_name,
+)
 from ekbatan.distributed_jobs.scheduler._table.held_rows import (
     ErrorRecord,
     HeldExecution,
@@ -126,6 +137,7 @@ __all__ = [
     "TABLE_COLUMNS",
     "describe_failure",
     "DEFAULT_TABLE_NAME",
+    "HISTORY_PRUNE_TASK",
     "NEVER",
     "MAX_KEY_LENGTH",
     "DEFAULT_MISSED_HEARTBEATS",
@@ -161,6 +173,8 @@ __all__ = [
     "FixedDelay",
     "HeartbeatState",
     "HeldExecution",
+    "HistoryEntry",
+    "HistoryRetention",
     "HoldError",
     "HoldState",
     "JsonSerializer",
@@ -182,6 +196,7 @@ __all__ = [
     "RecurringTaskWithPersistentSchedule",
     "Released",
     "ReviveDeadExecution",
+    "RunResult",
     "Schedule",
     "ScheduleAndData",
     "SchedulableInstance",
@@ -202,6 +217,7 @@ __all__ = [
     "Task",
     "TableSchemaError",
     "TaskDataTooLargeError",
+    "TaskHistorySummary",
     "TaskInstance",
     "TaskInstanceCurrentlyExecutingError",
     "TaskInstanceError",
@@ -217,6 +233,7 @@ __all__ = [
     "ddl_statements",
     "dialect_from_url",
     "held_table_name",
+    "history_table_name",
     "pauses_table_name",
     "priority_column_ddl",
     "validate_table_name",

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler._clock import Clock, SystemClock
+from ekbatan.distributed_jobs.scheduler._history.recorder import PRUNE_TASK
+from ekbatan.distributed_jobs.scheduler._history.records import HistoryRetention, HistorySettings
 from ekbatan.distributed_jobs.scheduler._liveness.outage import OutagePolicy
 from ekbatan.distributed_jobs.scheduler._observability import (
     ExecutionInterceptor,
@@ -86,6 +88,7 @@ class SchedulerOptions:
     batch_completions: bool
     listen_notify: bool
     outage: OutagePolicy
+    history: HistorySettings | None = None
 
 
 class SchedulerBuilder:
@@ -119,6 +122,7 @@ class SchedulerBuilder:
         self._batch_completions = True
         self._listen_notify = True
         self._outage = OutagePolicy()
+        self._history: HistorySettings | None = None
 
     # -- options --------------------------------------------------------------------------
     def start_tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
@@ -271,6 +275,25 @@ class SchedulerBuilder:
         self._listen_notify = enabled
         return self
 
+    def execution_history(
+        self,
+        enabled: bool = True,
+        *,
+        retention: HistoryRetention | None = None,
+        keep_task_data: bool = False,
+    ) -> SchedulerBuilder:
+        """Record every finished run in ``<table>_history`` (off by default for a scheduler built
+        by hand; on when built through the integrations): written off the hot path, pruned by
+        the recurring task ``ekbatan-history-prune`` as ``retention`` says (default: successes
+        7 days, failures 30, at most 10,000 runs per task). ``keep_task_data`` keeps each run's
+        task data too."""
+        self._history = (
+            HistorySettings(retention or HistoryRetention(), keep_task_data=keep_task_data)
+            if enabled
+            else None
+        )
+        return self
+
     def register_shutdown_hook(self, enabled: bool = True) -> SchedulerBuilder:
         """Stop the scheduler at interpreter exit (``atexit``). No signal handler is installed."""
         self._shutdown_hook = enabled
@@ -284,6 +307,10 @@ class SchedulerBuilder:
                 f"{backend.name} does not have; use .poll_using_fetch() instead"
             )
         known: dict[str, Task[Any]] = {}
+        if self._history is not None and PRUNE_TASK in {t.name for t in (*self._known, *self._startup)}:
+            raise ValueError(
+                f"{PRUNE_TASK!r} is the execution history's pruning task; name your task otherwise"
+            )
         for task in (*self._known, *self._startup):
             # The same task may be passed twice (known and a start task); two different tasks of
             # one name would leave one of them silently without its rows.
@@ -316,6 +343,7 @@ class SchedulerBuilder:
             batch_completions=self._batch_completions,
             listen_notify=self._listen_notify,
             outage=self._outage,
+            history=self._history,
         )
         from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler  # it creates builders
 

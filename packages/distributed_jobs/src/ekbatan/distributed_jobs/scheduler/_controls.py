@@ -11,7 +11,7 @@ db-scheduler sharing the table — runs them.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ekbatan.distributed_jobs.scheduler._errors import (
@@ -19,6 +19,8 @@ from ekbatan.distributed_jobs.scheduler._errors import (
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceNotFoundError,
 )
+from ekbatan.distributed_jobs.scheduler._history.records import HistoryEntry, RunResult, TaskHistorySummary
+from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
 from ekbatan.distributed_jobs.scheduler._instances import InstanceKey, instance_key
 from ekbatan.distributed_jobs.scheduler._table.held_rows import (
     HeldExecution,
@@ -146,3 +148,37 @@ class OperatorControls:
     def count_held(self) -> dict[tuple[str, HoldState], int]:
         """How many executions are held, per ``(task_name, state)``."""
         return self._repository.count_held()
+
+    # ------------------------------------------------------------------ execution history
+    def history(
+        self,
+        task_name: str | None = None,
+        instance_id: str | None = None,
+        *,
+        since: datetime | None = None,
+        result: RunResult | str | None = None,
+        failed: bool = False,
+        limit: int = 100,
+        before: tuple[datetime, int] | None = None,
+    ) -> list[HistoryEntry]:
+        """Finished runs, newest first (the schedulers record them with execution history on).
+        ``failed``: only runs that did not succeed. ``before``: the ``cursor`` of the last entry
+        of a page, to read the next page."""
+        if not 1 <= limit <= 10_000:
+            raise ValueError(f"limit must be between 1 and 10000, got {limit}")
+        wanted = None if result is None else RunResult(result)
+        return HistoryTable(self._repository).read(
+            task_name=task_name,
+            instance_id=instance_id,
+            since=since,
+            result=wanted,
+            failed=failed,
+            limit=limit,
+            before=before,
+        )
+
+    def history_summary(self, since: datetime | timedelta = timedelta(days=1)) -> list[TaskHistorySummary]:
+        """Per task name since ``since`` (a time, or how long ago; default one day): runs,
+        failures, p50/p95 duration, the last run."""
+        start = self.clock.now() - since if isinstance(since, timedelta) else since
+        return HistoryTable(self._repository).summary(start)

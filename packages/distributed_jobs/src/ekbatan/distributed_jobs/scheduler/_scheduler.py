@@ -21,8 +21,8 @@ from ekbatan.distributed_jobs.scheduler._builder import (
 )
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
 from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
-from ekbatan.distributed_jobs.scheduler._errors import TableSchemaError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
+from ekbatan.distributed_jobs.scheduler._history.recorder import ExecutionHistory
 from ekbatan.distributed_jobs.scheduler._liveness.background import RepeatingLoop, liveness_loops
 from ekbatan.distributed_jobs.scheduler._liveness.dead_executions import DeadExecutionDetector
 from ekbatan.distributed_jobs.scheduler._liveness.heartbeat import HeartbeatUpdater
@@ -79,9 +79,13 @@ class Scheduler(SchedulerClient):
         self._shutting_down = False
         self._paused = False
 
-        self.listeners = Listeners(options.listeners)
+        history = self.execution_history = (
+            ExecutionHistory(options.history, options.clock) if options.history else None
+        )
+        extra = () if history is None else (history.prune_task,)
+        self.listeners = Listeners(options.listeners + (() if history is None else (history,)))
         resolver = TaskResolver(
-            tasks,
+            [*tasks, *extra],
             on_unresolved=lambda _name: self.listeners.on_scheduler_event(SchedulerEventType.UNRESOLVED_TASK),
         )
         install_session_setup(options.engine, dialect)
@@ -94,6 +98,8 @@ class Scheduler(SchedulerClient):
             priority_enabled=options.priority,
             notify_channel=channel_for(options.table_name) if options.listen_notify else None,
         )
+        if history is not None:
+            history.bind(repository)
         super().__init__(
             options.engine,
             serializer=options.serializer,
@@ -104,7 +110,7 @@ class Scheduler(SchedulerClient):
         # Startup scheduling writes without listeners: no immediate-execution hints before
         # the poller even runs.
         self._startup = StartupTasks(
-            options.startup_tasks,
+            options.startup_tasks + extra,
             SchedulerClient(
                 options.engine, serializer=options.serializer, clock=options.clock, _repository=repository
             ),
@@ -155,6 +161,7 @@ class Scheduler(SchedulerClient):
             on_scheduled=lambda name, instance_id, when: self._on_execution_scheduled(
                 TaskInstanceId(name, instance_id), when
             ),
+            on_handled=None if history is None else history.dead_execution_handled,
         )
         self.lower_limit, self.upper_limit = options.strategy.limits(self.threads)
         self.strategy_config = options.strategy
@@ -328,10 +335,12 @@ class Scheduler(SchedulerClient):
             self.repository.table_name,
             self.repository.dialect.name,
         )
-        self._detect_columns()
+        self.repository.detect_columns_if_reachable(f"scheduler {self.name}")
         self.run_startup_tasks()
         if self.completion_batcher is not None:
             self.completion_batcher.start()
+        if history := self.execution_history:
+            history.start()
         self._pool = WorkerPool(self.threads, name=f"ekbatan-worker-{self.name}")
         self._poller = PollLoop(
             polling_strategy(
@@ -395,22 +404,6 @@ class Scheduler(SchedulerClient):
             ),
         )
 
-    def _detect_columns(self) -> None:
-        """Look up the table's optional ``priority`` column now, so that ``enable_priority()`` on
-        a table without it fails here; with the database unreachable, the first statement that
-        needs it looks it up instead."""
-        try:
-            self.repository.detect_columns()
-        except TableSchemaError:
-            raise
-        except sa.exc.SQLAlchemyError as exc:
-            log.info(
-                "scheduler %s: cannot read the columns of %s yet (%s); looked up again on first use",
-                self.name,
-                self.repository.table_name,
-                type(exc).__name__,
-            )
-
     def run_startup_tasks(self) -> None:
         """Run ``on_startup`` of each start-up task not yet done; a failing one stays pending."""
         self._startup.run()
@@ -457,6 +450,8 @@ class Scheduler(SchedulerClient):
             if loop is not None:
                 loop.stop()
         self.async_runner.stop()
+        if self.execution_history is not None:
+            self.execution_history.stop()  # after the workers: their runs' rows are written
         self._started = False
         log.info("scheduler %s stopped", self.name)
 

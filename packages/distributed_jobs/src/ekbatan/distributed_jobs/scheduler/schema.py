@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from ekbatan.distributed_jobs.scheduler._table.held_ddl import (
     held_ddl_statements,
     held_table_name,
+    history_ddl_statements,
+    history_table_name,
 )
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, backend_for, resolve_dialect
 
@@ -98,7 +100,7 @@ def create_table(
     dialect: str | Dialect | SqlDialect | None = None,
 ) -> bool:
     """Create the table and its indexes unless the table exists, and its companion tables
-    ``<table>_held`` and ``<table>_pauses`` (dead letters, pauses) unless they exist; return
+    ``<table>_held``, ``<table>_pauses`` and ``<table>_history`` unless they exist; return
     whether it created ``table_name``."""
     backend = resolve_dialect(engine, dialect)
     created = False
@@ -116,15 +118,18 @@ def create_companion_tables(
     table_name: str = DEFAULT_TABLE_NAME,
     dialect: str | Dialect | SqlDialect | None = None,
 ) -> None:
-    """Create ``<table>_held`` and ``<table>_pauses`` unless they exist (``ekbatan migrate``
-    creates them for the default table name)."""
+    """Create ``<table>_held``, ``<table>_pauses`` and ``<table>_history`` unless they exist
+    (``ekbatan migrate`` creates them for the default table name)."""
     validate_table_name(table_name)
     backend = resolve_dialect(engine, dialect)
     with engine.begin() as connection:
-        if table_exists(connection, held_table_name(table_name)):
-            return
-        for statement in held_ddl_statements(backend.dialect, table_name):
-            connection.exec_driver_sql(_if_not_exists(statement, backend.dialect.value))
+        for exists, statements in (
+            (held_table_name(table_name), held_ddl_statements),
+            (history_table_name(table_name), history_ddl_statements),
+        ):
+            if not table_exists(connection, exists):
+                for statement in statements(backend.dialect, table_name):
+                    connection.exec_driver_sql(_if_not_exists(statement, backend.dialect.value))
 
 
 def migrations() -> list[tuple[str, str, str, Callable[[str], list[str]]]]:
@@ -136,12 +141,16 @@ def migrations() -> list[tuple[str, str, str, Callable[[str], list[str]]]]:
         # auto-commits; the verbatim DDL gains IF NOT EXISTS here only.
         return [_if_not_exists(stmt, dialect) for stmt in created]
 
+    def history(dialect: str) -> list[str]:
+        return [_if_not_exists(stmt, dialect) for stmt in history_ddl_statements(dialect, DEFAULT_TABLE_NAME)]
+
     def companions(dialect: str) -> list[str]:
         return [_if_not_exists(stmt, dialect) for stmt in held_ddl_statements(dialect, DEFAULT_TABLE_NAME)]
 
     return [
         ("scheduled_tasks", "0001", "db-scheduler's scheduled_tasks table", statements),
         ("scheduled_tasks", "0002", "held executions (dead letters, paused) and task pauses", companions),
+        ("scheduled_tasks", "0003", "execution history", history),
     ]
 
 

@@ -12,6 +12,7 @@ from ekbatan.integrations.cli import (  # noqa: F401
     demo_command,
     doctor_command,
     events_command,
+    history_command,
     migrate_command,
     tasks_command,
     worker_command,

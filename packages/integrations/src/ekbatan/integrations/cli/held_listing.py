@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ekbatan.distributed_jobs.scheduler import HeldExecution, TaskPause
+from ekbatan.distributed_jobs.scheduler import ErrorRecord, HeldExecution, TaskPause
 from ekbatan.integrations.cli.tables import TABLE_WIDTH, format_time, render_table
 from ekbatan.integrations.task_views import data_preview, decode_json
 
@@ -51,11 +51,12 @@ def pause_as_dict(pause: TaskPause) -> dict[str, Any]:
     }
 
 
-def _error_preview(held: HeldExecution) -> str | None:
-    if held.error.error_class is None:
+def error_preview(error: ErrorRecord, width: int = ERROR_PREVIEW) -> str | None:
+    """``Class: message``, the class without its module, cut to ``width`` unless ``--wide``."""
+    if error.error_class is None:
         return None
-    text = f"{held.error.error_class.rpartition('.')[2]}: {held.error.message or ''}"
-    width = ERROR_PREVIEW if TABLE_WIDTH.get() else len(text)
+    text = f"{error.error_class.rpartition('.')[2]}: {error.message or ''}"
+    width = width if TABLE_WIDTH.get() else len(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -68,7 +69,8 @@ def held_listing(
     rows: list[tuple[object, ...]]
     if items and what == "dead":
         rows = [
-            (h.task_name, h.instance_id, h.held_at, h.consecutive_failures, _error_preview(h)) for h in items
+            (h.task_name, h.instance_id, h.held_at, h.consecutive_failures, error_preview(h.error))
+            for h in items
         ]
         parts.append(render_table(("TASK", "INSTANCE", "DEAD SINCE", "FAILURES", "ERROR"), rows))
     elif items:

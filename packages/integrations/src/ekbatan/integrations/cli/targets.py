@@ -18,7 +18,12 @@ from ekbatan.core.config import kebab_spelling
 from ekbatan.core.migrations import DEFAULT_EVENTLOG_SCHEMA, eventlog_tables
 from ekbatan.core.persistence import ConnectionProvider, mask_url_password
 from ekbatan.core.sharding import JOBS_CONFIG, PRIMARY_CONFIG, ShardIdentifier, pool_config_key, target_name
-from ekbatan.distributed_jobs.scheduler import DEFAULT_TABLE_NAME, held_table_name, pauses_table_name
+from ekbatan.distributed_jobs.scheduler import (
+    DEFAULT_TABLE_NAME,
+    held_table_name,
+    history_table_name,
+    pauses_table_name,
+)
 
 __all__ = ["CliError", "Pool", "Shard", "Target", "resolve_target"]
 
@@ -141,11 +146,15 @@ class Target:
                 raise self.missing_table(table.fullname, shard.primary)
 
     def require_scheduled_tasks(self, connection: sa.Connection, *, companions: bool = False) -> None:
-        """``scheduled_tasks`` exists (and, with ``companions``, its held and pauses tables)."""
+        """``scheduled_tasks`` exists (and, with ``companions``, its held, pauses and history tables)."""
         inspector = sa.inspect(connection)
         tables = [DEFAULT_TABLE_NAME]
         if companions:
-            tables += [held_table_name(DEFAULT_TABLE_NAME), pauses_table_name(DEFAULT_TABLE_NAME)]
+            tables += [
+                held_table_name(DEFAULT_TABLE_NAME),
+                pauses_table_name(DEFAULT_TABLE_NAME),
+                history_table_name(DEFAULT_TABLE_NAME),
+            ]
         for table in tables:
             if not inspector.has_table(table):
                 raise self.missing_table(table, self.jobs)

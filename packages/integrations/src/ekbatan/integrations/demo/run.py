@@ -29,8 +29,10 @@ from ekbatan.core.migrations import HISTORY_TABLE
 from ekbatan.core.persistence import mask_url_password
 from ekbatan.distributed_jobs.scheduler import (
     DEFAULT_TABLE_NAME,
+    HISTORY_PRUNE_TASK,
     SchedulerClient,
     held_table_name,
+    history_table_name,
     pauses_table_name,
 )
 from ekbatan.integrations.demo import shop
@@ -47,6 +49,7 @@ SCHEDULER_TABLES = (
     DEFAULT_TABLE_NAME,
     held_table_name(DEFAULT_TABLE_NAME),
     pauses_table_name(DEFAULT_TABLE_NAME),
+    history_table_name(DEFAULT_TABLE_NAME),
 )
 
 
@@ -156,7 +159,7 @@ class _Demo:
                 sa.text("DELETE FROM scheduled_tasks WHERE task_name IN :names").bindparams(
                     sa.bindparam("names", expanding=True)
                 ),
-                {"names": [*RECURRING, *PIPELINE_JOBS, "send-invoice"]},
+                {"names": [*RECURRING, *PIPELINE_JOBS, "send-invoice", HISTORY_PRUNE_TASK]},
             )
 
     def _start_workers(self) -> None:
@@ -395,7 +398,7 @@ class _Demo:
                             sa.text(f"DELETE FROM {table} WHERE task_name IN :names").bindparams(
                                 sa.bindparam("names", expanding=True)
                             ),
-                            {"names": [*RECURRING, *PIPELINE_JOBS, "send-invoice"]},
+                            {"names": [*RECURRING, *PIPELINE_JOBS, "send-invoice", HISTORY_PRUNE_TASK]},
                         )
                     else:
                         connection.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")

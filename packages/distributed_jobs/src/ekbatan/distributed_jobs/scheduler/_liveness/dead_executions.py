@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
-from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
 from ekbatan.distributed_jobs.scheduler._observability import Listeners, SchedulerEventType
 from ekbatan.distributed_jobs.scheduler._serializers import Serializer
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
@@ -35,6 +35,7 @@ class DeadExecutionDetector:
         dead_after: timedelta,
         delete_unresolved_after: timedelta,
         on_scheduled: Callable[[str, str, datetime], None] | None = None,
+        on_handled: Callable[[Execution, ExecutionOperations, datetime], None] | None = None,
     ) -> None:
         self.repository = repository
         self.serializer = serializer
@@ -43,6 +44,8 @@ class DeadExecutionDetector:
         self.dead_after = dead_after
         self.delete_unresolved_after = delete_unresolved_after
         self._on_scheduled = on_scheduled
+        #: told of each dead execution this instance handled (the execution history)
+        self._on_handled = on_handled
 
     def run_once(self) -> None:
         now = self.clock.now()
@@ -58,6 +61,8 @@ class DeadExecutionDetector:
                 complete = ExecutionComplete.failure(execution, now, now, None)
                 ops = ExecutionOperations(self.repository, execution, self.serializer, self._on_scheduled)
                 task.dead_execution_handler.dead_execution(complete, ops)
+                if self._on_handled is not None:
+                    self._on_handled(execution, ops, now)
             except ExecutionError as lost:
                 # Every instance detects the same dead row; one revives it, the others lose the
                 # version check. That is the protocol working, not an error.

@@ -197,6 +197,22 @@ class TableAccess:
             self._has_priority = present
             return present
 
+    def detect_columns_if_reachable(self, who: str) -> None:
+        """:meth:`detect_columns` now, so that ``enable_priority()`` on a table without the
+        column fails at start; with the database unreachable, the first statement that needs
+        it looks it up instead."""
+        try:
+            self.detect_columns()
+        except TableSchemaError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            log.info(
+                "%s: cannot read the columns of %s yet (%s); looked up again on first use",
+                who,
+                self.table_name,
+                type(exc).__name__,
+            )
+
     def _prepare_row_statements(self, columns: str) -> None:
         t = self.table_name
         key = "task_name = :task_name AND task_instance = :task_instance"

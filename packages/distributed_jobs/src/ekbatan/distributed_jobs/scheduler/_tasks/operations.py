@@ -4,6 +4,7 @@ was given — always against the version read when the execution was picked."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,10 @@ from ekbatan.distributed_jobs.scheduler._serializers import Serializer
 from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord, HoldState
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
+
+#: the execution a failure handler on this thread just kept dead: the history's recorder, called
+#: on the same thread right after the handler, records that run as ``dead`` rather than ``failed``
+dead_lettered: ContextVar[Execution | None] = ContextVar("ekbatan_dead_lettered", default=None)
 
 
 class ExecutionOperations:
@@ -30,9 +35,12 @@ class ExecutionOperations:
         self.serializer = serializer
         self._on_scheduled = on_scheduled
         self._remover = remover or repository.remove
+        #: what the handler made of the execution: "removed", "rescheduled", "replaced", "dead"
+        self.outcome: str | None = None
 
     def remove(self) -> None:
         self._remover(self.execution)
+        self.outcome = "removed"
 
     def dead_letter(self, complete: ExecutionComplete, reason: str | None = None) -> None:
         """Take the execution out of the schedule and keep it as *dead*, with the error its
@@ -53,6 +61,8 @@ class ExecutionOperations:
         )
         if not held:
             raise ExecutionError("dead letter matched no row", e.task_name, e.instance_id, e.version)
+        self.outcome = "dead"
+        dead_lettered.set(e)
 
     def reschedule(self, complete: ExecutionComplete, next_time: datetime, new_data: Any = KEEP_DATA) -> None:
         """Reschedule with the bookkeeping ``complete`` implies: a success resets the failure
@@ -77,6 +87,7 @@ class ExecutionOperations:
             consecutive_failures=failures,
             new_data=raw,
         )
+        self.outcome = "rescheduled"
         if self._on_scheduled is not None:
             self._on_scheduled(e.task_name, e.instance_id, next_time)
 
@@ -89,5 +100,6 @@ class ExecutionOperations:
             execution_time,
             self.serializer.serialize(instance.data),
         )
+        self.outcome = "replaced"
         if self._on_scheduled is not None:
             self._on_scheduled(instance.task_name, instance.id, execution_time)

@@ -1,0 +1,110 @@
+"""Recording each finished run into the history, and the task that prunes it.
+
+:class:`ExecutionHistory` is what a scheduler with history on holds: a listener turning each
+completed run (and each dead execution handled) into a row for the writer, the writer itself,
+and the recurring pruning task that keeps the table within its retention.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._history.records import HistorySettings, RunResult
+from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
+from ekbatan.distributed_jobs.scheduler._history.writer import HistoryWriter
+from ekbatan.distributed_jobs.scheduler._observability import SchedulerListener
+from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._tasks.builders import Tasks
+from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations, dead_lettered
+from ekbatan.distributed_jobs.scheduler.schedules import Schedules
+
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.history")
+
+#: the recurring task that prunes the history (one node of the cluster runs each slot)
+PRUNE_TASK = "ekbatan-history-prune"
+
+
+class ExecutionHistory(SchedulerListener):
+    def __init__(self, settings: HistorySettings, clock: Clock) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.table: HistoryTable | None = None
+        self.writer: HistoryWriter | None = None
+        self.prune_task: Task[Any] = Tasks.recurring(
+            PRUNE_TASK, Schedules.fixed_delay(settings.retention.prune_every)
+        ).execute(self._prune)
+
+    def bind(self, repository: TaskRepository) -> None:
+        """Write to ``repository``'s history table (known once the scheduler has built it)."""
+        self.table = HistoryTable(repository)
+        self.writer = HistoryWriter(self.table)
+
+    # ------------------------------------------------------------------ recording
+    def on_execution_complete(self, complete: ExecutionComplete) -> None:
+        if complete.execution.task_name == PRUNE_TASK:
+            return  # the history of pruning the history is noise
+        if complete.is_success:
+            result = RunResult.SUCCEEDED
+        elif dead_lettered.get() is complete.execution:
+            dead_lettered.set(None)
+            result = RunResult.DEAD
+        else:
+            result = RunResult.FAILED
+        self._record(complete.execution, result, complete.time_started, complete.time_done, complete.cause)
+
+    def dead_execution_handled(self, execution: Execution, ops: ExecutionOperations, now: datetime) -> None:
+        """A dead execution (its worker stopped heartbeating) was handled: its run was abandoned."""
+        result = RunResult.REVIVED if ops.outcome in ("rescheduled", "replaced") else RunResult.ABANDONED
+        self._record(execution, result, execution.last_heartbeat, now, None)
+
+    def _record(
+        self,
+        execution: Execution,
+        result: RunResult,
+        started: datetime | None,
+        finished: datetime,
+        cause: BaseException | None,
+    ) -> None:
+        assert self.writer is not None, "bind() first"
+        error = ErrorRecord.of(cause)
+        self.writer.submit(
+            {
+                "task_name": execution.task_name,
+                "task_instance": execution.instance_id,
+                "execution_time": execution.execution_time,
+                "picked_by": execution.picked_by,
+                "version": execution.version,
+                "started": started,
+                "finished": finished,
+                "duration_ms": None
+                if started is None
+                else round((finished - started).total_seconds() * 1000),
+                "result": result,
+                "attempt": execution.consecutive_failures + 1,
+                "error_class": error.error_class,
+                "error_message": error.message,
+                "error_traceback": error.traceback,
+                "task_data": execution.raw_data if self.settings.keep_task_data else None,
+            }
+        )
+
+    # ------------------------------------------------------------------ pruning
+    def _prune(self, instance: Any, ctx: Any) -> None:
+        assert self.table is not None, "bind() first"
+        removed = self.table.prune(self.clock.now(), self.settings.retention)
+        if removed:
+            log.info("pruned %d run(s) from %s", removed, self.table.name)
+
+    def start(self) -> None:
+        if self.writer is not None:
+            self.writer.start()
+
+    def stop(self) -> None:
+        if self.writer is not None:
+            self.writer.stop()

@@ -1,0 +1,209 @@
+"""The statements of ``<table>_history``: insert a batch, read pages and summaries, prune."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler._history.records import (
+    HistoryEntry,
+    HistoryRetention,
+    RunResult,
+    TaskHistorySummary,
+)
+from ekbatan.distributed_jobs.scheduler._table.held_ddl import history_table_name
+from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord
+from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler.dialects import Dialect
+
+COLUMNS = (
+    "task_name", "task_instance", "execution_time", "picked_by", "version", "started", "finished",
+    "duration_ms", "result", "attempt", "error_class", "error_message", "error_traceback", "task_data",
+)  # fmt: skip
+_SELECT = "id, " + ", ".join(COLUMNS)
+#: durations read per task for its percentiles (the newest runs in the window)
+SUMMARY_SAMPLE = 1_000
+
+
+class HistoryTable:
+    def __init__(self, repository: TaskRepository) -> None:
+        self.repository = repository
+        self.dialect = repository.dialect
+        self.name = history_table_name(repository.table_name)
+        values = ", ".join(f":{c}" for c in COLUMNS)
+        self._insert = sa.text(f"INSERT INTO {self.name} ({', '.join(COLUMNS)}) VALUES ({values})")
+
+    def insert(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert encoded rows (see :meth:`encode`) in one transaction."""
+        with self.repository.engine.begin() as conn:
+            conn.execute(self._insert, list(rows))
+
+    def encode(self, row: dict[str, Any]) -> dict[str, Any]:
+        d = self.dialect
+        return {
+            **row,
+            "execution_time": d.encode_time(row["execution_time"]),
+            "started": d.encode_time(row["started"]),
+            "finished": d.encode_time(row["finished"]),
+            "result": RunResult(row["result"]).value,
+        }
+
+    # ------------------------------------------------------------------ reading
+    def read(
+        self,
+        *,
+        task_name: str | None = None,
+        instance_id: str | None = None,
+        since: datetime | None = None,
+        result: RunResult | None = None,
+        failed: bool = False,
+        limit: int = 100,
+        before: tuple[datetime, int] | None = None,
+    ) -> list[HistoryEntry]:
+        """Runs newest first; ``failed``: every result but ``succeeded``; ``before`` (an
+        entry's ``cursor``) reads the page after it."""
+        d = self.dialect
+        conditions: list[str] = []
+        params: dict[str, Any] = {}
+        if task_name is not None:
+            conditions.append("task_name = :task_name")
+            params["task_name"] = task_name
+        if instance_id is not None:
+            conditions.append("task_instance = :task_instance")
+            params["task_instance"] = instance_id
+        if since is not None:
+            conditions.append("finished >= :since")
+            params["since"] = d.encode_time(since)
+        if result is not None:
+            conditions.append("result = :result")
+            params["result"] = result.value
+        if failed:
+            conditions.append("result <> 'succeeded'")
+        if before is not None:
+            conditions.append("(finished < :before_time OR (finished = :before_time AND id < :before_id))")
+            params.update(before_time=d.encode_time(before[0]), before_id=before[1])
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        sql = sa.text(
+            f"SELECT {_SELECT} FROM {self.name}{where} ORDER BY finished DESC, id DESC{d.limit(limit)}"
+        )
+        with self.repository._reading() as conn:
+            return [self._entry(r) for r in conn.execute(sql, params).all()]
+
+    def _entry(self, r: Sequence[Any]) -> HistoryEntry:
+        d = self.dialect
+        return HistoryEntry(
+            id=int(r[0]),
+            task_name=r[1],
+            instance_id=r[2],
+            execution_time=d.decode_required_time(r[3]),
+            picked_by=r[4],
+            version=r[5],
+            started=d.decode_time(r[6]),
+            finished=d.decode_required_time(r[7]),
+            duration_ms=r[8],
+            result=RunResult(r[9]),
+            attempt=r[10],
+            error=ErrorRecord(r[11], r[12], r[13]),
+            raw_data=d.decode_bytes(r[14]),
+        )
+
+    def summary(self, since: datetime) -> list[TaskHistorySummary]:
+        """Per task name since ``since``: runs, failures, p50/p95 duration of its newest runs
+        (at most :data:`SUMMARY_SAMPLE`), and its last run."""
+        d = self.dialect
+        counts = sa.text(
+            "SELECT task_name, COUNT(*), SUM(CASE WHEN result = 'succeeded' THEN 0 ELSE 1 END), MAX(finished) "
+            f"FROM {self.name} WHERE finished >= :since GROUP BY task_name ORDER BY task_name"
+        )
+        durations = sa.text(
+            f"SELECT duration_ms, result FROM {self.name} WHERE task_name = :task_name AND finished >= :since "
+            f"ORDER BY finished DESC{d.limit(SUMMARY_SAMPLE)}"
+        )
+        summaries = []
+        with self.repository._reading() as conn:
+            for name, runs, failures, last in conn.execute(counts, {"since": d.encode_time(since)}).all():
+                rows = conn.execute(durations, {"task_name": name, "since": d.encode_time(since)}).all()
+                taken = sorted(r[0] for r in rows if r[0] is not None)
+                summaries.append(
+                    TaskHistorySummary(
+                        task_name=name,
+                        runs=int(runs),
+                        failures=int(failures or 0),
+                        p50_ms=_percentile(taken, 0.50),
+                        p95_ms=_percentile(taken, 0.95),
+                        last_finished=d.decode_time(last),
+                        last_result=RunResult(rows[0][1]) if rows else None,
+                    )
+                )
+        return summaries
+
+    # ------------------------------------------------------------------ pruning
+    def prune(self, now: datetime, retention: HistoryRetention) -> int:
+        """Delete runs past their retention, then each task's runs beyond the cap, in batches of
+        ``retention.batch_size`` (one short transaction each); how many rows went."""
+        d = self.dialect
+        removed = 0
+        for results, keep in (
+            (["succeeded"], retention.succeeded),
+            ([r.value for r in RunResult if r is not RunResult.SUCCEEDED], retention.failed),
+        ):
+            placeholders = ", ".join(f":r{i}" for i in range(len(results)))
+            condition = f"result IN ({placeholders}) AND finished < :cutoff"
+            params = {f"r{i}": r for i, r in enumerate(results)} | {"cutoff": d.encode_time(now - keep)}
+            removed += self._delete_batches(condition, params, retention.batch_size)
+        if retention.max_runs_per_task is not None:
+            removed += self._cap_per_task(retention.max_runs_per_task, retention.batch_size)
+        return removed
+
+    def _cap_per_task(self, cap: int, batch: int) -> int:
+        over = sa.text(f"SELECT task_name FROM {self.name} GROUP BY task_name HAVING COUNT(*) > :cap")
+        # the finished time of the task's newest run beyond the cap: older ones go
+        edge = sa.text(
+            f"SELECT finished, id FROM {self.name} WHERE task_name = :task_name "
+            f"ORDER BY finished DESC, id DESC{self.dialect.limit(1)} OFFSET :cap"
+        )
+        removed = 0
+        with self.repository._reading() as conn:
+            names = [r[0] for r in conn.execute(over, {"cap": cap}).all()]
+        for name in names:
+            with self.repository._reading() as conn:
+                row = conn.execute(edge, {"task_name": name, "cap": cap}).first()
+            if row is None:
+                continue
+            condition = (
+                "task_name = :task_name AND (finished < :edge OR (finished = :edge AND id <= :edge_id))"
+            )
+            removed += self._delete_batches(
+                condition, {"task_name": name, "edge": row[0], "edge_id": row[1]}, batch
+            )
+        return removed
+
+    def _delete_batches(self, condition: str, params: dict[str, Any], batch: int) -> int:
+        if self.dialect.dialect in (Dialect.MYSQL, Dialect.MARIADB):
+            # MySQL refuses LIMIT inside an IN subquery; its single-table DELETE takes one itself
+            sql = sa.text(
+                f"DELETE FROM {self.name} WHERE {condition} ORDER BY finished{self.dialect.limit(batch)}"
+            )
+        else:
+            sql = sa.text(
+                f"DELETE FROM {self.name} WHERE id IN "
+                f"(SELECT id FROM {self.name} WHERE {condition} ORDER BY finished{self.dialect.limit(batch)})"
+            )
+        removed = 0
+        while True:
+            with self.repository.engine.begin() as conn:
+                count = conn.execute(sql, params).rowcount
+            removed += count
+            if count < batch:
+                return removed
+
+
+def _percentile(values: list[int], share: float) -> float | None:
+    """The nearest-rank percentile of sorted ``values``."""
+    if not values:
+        return None
+    return float(values[max(0, math.ceil(share * len(values)) - 1)])

@@ -1,0 +1,211 @@
+"""Execution history on every dialect: one row per finished run (succeeded, failed, dead,
+revived, abandoned) with its fencing token, timings and error; read newest first with keyset
+pages and per-task summaries; pruned per result and per task in bounded batches; a write that
+fails never touches the run."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ekbatan.distributed_jobs.scheduler import (
+    CancelDeadExecution,
+    FailureHandlers,
+    HistoryRetention,
+    RunResult,
+    Scheduler,
+    SchedulerClient,
+    Tasks,
+    history_table_name,
+)
+from testsupport import wait_until
+
+T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def fail(instance, ctx) -> None:
+    raise ValueError(f"bad input {instance.data}")
+
+
+OK = Tasks.one_time("ok").execute(lambda instance, ctx: None)
+FLAKY = (
+    Tasks.one_time("flaky")
+    .on_failure(FailureHandlers.max_retries(1).retry_every(timedelta(minutes=1)).then_dead_letter())
+    .execute(fail)
+)
+
+
+def build(engine, clock, *tasks, retention=None, keep_task_data=False) -> Scheduler:
+    builder = Scheduler.create(engine, *tasks).clock(clock).scheduler_name("node-1").failure_logging("OFF")
+    return builder.execution_history(retention=retention, keep_task_data=keep_task_data).build()
+
+
+@pytest.fixture
+def client(engine, clock) -> SchedulerClient:
+    return SchedulerClient(engine, clock=clock)
+
+
+def test_each_run_is_recorded_with_its_result_token_and_error(engine, clock, built, client):
+    scheduler = build(engine, clock, OK, FLAKY)
+    built.append(scheduler)
+    client.schedule(OK.instance("o1", {"secret": "card"}), T0)
+    client.schedule(FLAKY.instance("f1", 7), T0)
+    scheduler.run_any_due_executions()  # o1 succeeds, f1 fails (retry in a minute)
+    clock.advance(timedelta(minutes=1))
+    scheduler.run_any_due_executions()  # f1 fails again: dead
+
+    runs = client.history()
+    assert (runs[0].task_name, runs[0].instance_id, runs[0].result, runs[0].attempt) == (
+        "flaky",
+        "f1",
+        RunResult.DEAD,
+        2,
+    )
+    # the first two finished at the same time: either order
+    assert {(r.task_name, r.instance_id, r.result, r.attempt) for r in runs[1:]} == {
+        ("ok", "o1", RunResult.SUCCEEDED, 1),
+        ("flaky", "f1", RunResult.FAILED, 1),
+    }
+    dead = runs[0]
+    assert dead.picked_by == "node-1"
+    assert dead.version == 4  # the token the run held: inserted 1, claimed 2, retried 3, claimed 4
+    assert dead.execution_time == T0 + timedelta(minutes=1) and dead.finished == clock.now()
+    assert dead.duration_ms == 0  # the settable clock does not move during a run
+    assert dead.error.error_class == "ValueError" and dead.error.message == "bad input 7"
+    assert "ValueError: bad input 7" in dead.error.traceback
+    ok = next(r for r in runs if r.task_name == "ok")
+    assert ok.error.error_class is None and ok.raw_data is None  # no task data unless asked
+    # filters
+    assert [r.result for r in client.history("flaky", "f1", result="failed")] == [RunResult.FAILED]
+    assert client.history("ok", since=clock.now()) == []
+    assert [r.result for r in client.history(failed=True)] == [RunResult.DEAD, RunResult.FAILED]
+
+
+def test_task_data_is_kept_only_when_asked(engine, clock, built, client):
+    scheduler = build(engine, clock, OK, keep_task_data=True)
+    built.append(scheduler)
+    client.schedule(OK.instance("o1", {"order": 5}), T0)
+    scheduler.run_any_due_executions()
+    [run] = client.history()
+    assert json.loads(run.raw_data) == {"order": 5}
+
+
+def test_pages_newest_first_and_a_summary(engine, clock, built, client):
+    scheduler = build(engine, clock, OK, FLAKY)
+    built.append(scheduler)
+    for n in range(5):
+        client.schedule(OK.instance(f"o{n}"), T0)
+        scheduler.run_any_due_executions()
+        clock.advance(timedelta(seconds=1))
+    client.schedule(FLAKY.instance("f1", 1), T0)
+    scheduler.run_any_due_executions()
+
+    first = client.history("ok", limit=2)
+    second = client.history("ok", limit=2, before=first[-1].cursor)
+    third = client.history("ok", limit=2, before=second[-1].cursor)
+    assert [r.instance_id for r in first + second + third] == ["o4", "o3", "o2", "o1", "o0"]
+
+    summary = {s.task_name: s for s in client.history_summary(since=T0)}
+    assert (summary["ok"].runs, summary["ok"].failures, summary["ok"].last_result) == (
+        5,
+        0,
+        RunResult.SUCCEEDED,
+    )
+    assert summary["ok"].p50_ms == 0.0 and summary["ok"].p95_ms == 0.0
+    assert (summary["flaky"].runs, summary["flaky"].failures) == (1, 1)
+    assert summary["ok"].last_finished == T0 + timedelta(seconds=4)
+
+
+def test_pruning_keeps_each_result_its_time_and_caps_each_task(engine, clock, built, client):
+    retention = HistoryRetention(
+        succeeded=timedelta(days=1), failed=timedelta(days=3), max_runs_per_task=3, batch_size=2
+    )
+    scheduler = build(engine, clock, OK, FLAKY, retention=retention)
+    built.append(scheduler)
+    for n in range(6):
+        client.schedule(OK.instance(f"o{n}"), clock.now())
+        scheduler.run_any_due_executions()
+        clock.advance(timedelta(minutes=1))
+    client.schedule(FLAKY.instance("f1", 1), clock.now())
+    scheduler.run_any_due_executions()
+    table = scheduler.execution_history.table
+
+    # the cap: the 3 newest runs of "ok" stay
+    assert table.prune(clock.now(), retention) == 3
+    assert [r.instance_id for r in client.history("ok")] == ["o5", "o4", "o3"]
+    # two days on: successes are past their day, the failure is within its three
+    clock.advance(timedelta(days=2))
+    assert table.prune(clock.now(), retention) == 3
+    assert [r.task_name for r in client.history()] == ["flaky"]
+    clock.advance(timedelta(days=2))
+    assert table.prune(clock.now(), retention) == 1
+    assert client.history() == []
+
+
+def test_the_pruning_task_is_scheduled_and_its_own_runs_are_not_recorded(engine, clock, built, client):
+    scheduler = build(engine, clock, OK)
+    built.append(scheduler)
+    scheduler.run_startup_tasks()
+    assert client.get_scheduled_execution(("ekbatan-history-prune", "recurring")) is not None
+    assert scheduler.run_any_due_executions() == 1
+    assert client.history() == []
+
+
+def test_a_dead_execution_is_recorded_revived_or_abandoned(engine, clock, built, client):
+    cancelling = Tasks.one_time("fragile").on_dead_execution(CancelDeadExecution()).execute(lambda i, c: None)
+    scheduler = build(engine, clock, OK, cancelling)
+    built.append(scheduler)
+    for task in (OK, cancelling):
+        client.schedule(task.instance("x"), T0)
+        execution = client.get_scheduled_execution((task.name, "x")).execution
+        client.repository.pick(execution, clock.now())  # a worker that then vanished
+    clock.advance(timedelta(hours=1))
+    scheduler.run_dead_execution_detection()
+    results = {r.task_name: r.result for r in client.history()}
+    assert results == {"ok": RunResult.REVIVED, "fragile": RunResult.ABANDONED}
+
+
+def test_a_history_write_that_fails_never_touches_the_run(engine, clock, built, client):
+    scheduler = build(engine, clock, OK)
+    built.append(scheduler)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE {history_table_name('scheduled_tasks')}")
+    client.schedule(OK.instance("o1"), T0)
+    assert scheduler.run_any_due_executions() == 1
+    assert client.get_scheduled_execution(("ok", "o1")) is None  # ran and completed once
+    assert scheduler.execution_history.writer.failed_rows == 1
+
+
+def test_a_started_scheduler_writes_its_runs_off_the_hot_path(engine, built):
+    done = threading.Event()
+    task = Tasks.one_time("ok").execute(lambda instance, ctx: done.set())
+    scheduler = (
+        Scheduler.create(engine, task)
+        .polling_interval(timedelta(milliseconds=200))
+        .execution_history()
+        .build()
+    )
+    built.append(scheduler)
+    client = SchedulerClient(engine)
+    scheduler.start()
+    client.schedule(task.instance("o1"), datetime.now(UTC))
+    assert done.wait(10)
+    run = wait_until(lambda: client.history("ok"), timeout=10, message="the run's history row")[0]
+    assert run.result is RunResult.SUCCEEDED and run.duration_ms is not None and run.duration_ms >= 0
+    scheduler.stop()
+    assert scheduler.execution_history.writer.failed_rows == 0
+
+
+def test_history_is_off_unless_asked(engine, clock, built, client):
+    scheduler = Scheduler.create(engine, OK).clock(clock).build()
+    built.append(scheduler)
+    client.schedule(OK.instance("o1"), T0)
+    scheduler.run_any_due_executions()
+    assert scheduler.execution_history is None and client.history() == []
+    with pytest.raises(ValueError, match="succeeded must be a positive timedelta"):
+        HistoryRetention(succeeded=timedelta(0))
+    with pytest.raises(ValueError, match="max_runs_per_task must be at least 1"):
+        HistoryRetention(max_runs_per_task=0)
