@@ -164,6 +164,7 @@ def test_gunicorn_two_workers_run_each_slot_once_handle_every_event_and_stop_cle
         assert sorted(rows(engine, "SELECT task_name FROM scheduled_tasks")) == [
             ("ekbatan-event-fanout",),
             ("ekbatan-event-handling",),
+            ("ekbatan-history-prune",),
             ("wallet-top-up",),
         ]
     finally:

@@ -127,6 +127,7 @@ def test_the_app_runs_the_whole_product(app_db, tmp_path):
     assert scheduled_rows(app_db.url) == [
         ("ekbatan-event-fanout", False),
         ("ekbatan-event-handling", False),
+        ("ekbatan-history-prune", False),  # execution history is on through the integrations
         ("wallet-top-up", False),
     ]
 
@@ -204,7 +205,10 @@ def test_a_failing_user_lifespan_stops_ekbatan(tmp_path):
     [runtime] = seen
     assert not runtime.started and not runtime.job_registry.scheduler.is_started
     wait_until(lambda: ekbatan_threads() <= before, timeout=10, message="Ekbatan's threads to end")
-    assert scheduled_rows(f"sqlite:///{tmp_path / 'app.sqlite'}") == [("wallet-top-up", False)]
+    assert scheduled_rows(f"sqlite:///{tmp_path / 'app.sqlite'}") == [
+        ("ekbatan-history-prune", False),
+        ("wallet-top-up", False),
+    ]
 
 
 def test_lifespans_compose_both_ways(tmp_path):

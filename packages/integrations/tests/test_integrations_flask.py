@@ -107,10 +107,11 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
         header, *lines = listed.output.splitlines()
         # ekbatan tasks list's own table
         assert header.split() == ["TASK", "INSTANCE", "DUE", "PICKED", "BY", "HEARTBEAT", "FAILURES"]
-        assert lines[-1] == "3 execution(s)"
+        assert lines[-1] == "4 execution(s)"
         assert sorted(line.split()[0] for line in lines[:-1]) == [
             "ekbatan-event-fanout",
             "ekbatan-event-handling",
+            "ekbatan-history-prune",
             "wallet-top-up",
         ]
         assert ekbatan.started(app), "listing tasks leaves the running registry alone"
@@ -120,11 +121,12 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
     assert scheduled_rows(app_db.url) == [
         ("ekbatan-event-fanout", False),
         ("ekbatan-event-handling", False),
+        ("ekbatan-history-prune", False),
         ("wallet-top-up", False),
     ]
     # the CLI builds what it needs and closes it again when nothing was running
     listed = app.test_cli_runner().invoke(args=["ekbatan", "tasks"])
-    assert listed.exit_code == 0 and listed.output.splitlines()[-1] == "3 execution(s)", listed.output
+    assert listed.exit_code == 0 and listed.output.splitlines()[-1] == "4 execution(s)", listed.output
     assert not ekbatan.started(app)
 
 

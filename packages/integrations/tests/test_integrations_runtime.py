@@ -88,13 +88,19 @@ def test_the_whole_product_runs_from_one_file(app_db, tmp_path):
     try:
         with engine.connect() as connection:
             rows = connection.exec_driver_sql("SELECT task_name, picked FROM scheduled_tasks").all()
+            runs = connection.exec_driver_sql(
+                "SELECT task_name, result FROM scheduled_tasks_history WHERE task_name = 'wallet-top-up'"
+            ).all()
     finally:
         engine.dispose()
     assert sorted(rows) == [
         ("ekbatan-event-fanout", False),
         ("ekbatan-event-handling", False),
+        ("ekbatan-history-prune", False),  # execution history is on through the integrations
         ("wallet-top-up", False),
     ]
+    # the top-up's runs were recorded, and written before stop returned
+    assert runs and set(runs) == {("wallet-top-up", "succeeded")}
 
 
 def test_each_process_has_its_own_scheduler_name(tmp_path):
