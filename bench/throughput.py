@@ -141,6 +141,7 @@ def run_once(
         "executed_per_proc": [r.get("executed") for r in reports],
         "rss_peak_kb": [r.get("rss_kb", {}).get("VmHWM") for r in reports],
         "errors": [r["error"] for r in reports if "error" in r],
+        "history_per_proc": [r.get("history") for r in reports],
     }
     if before is not None:
         after = pg_xact_settled(url)

@@ -12,6 +12,7 @@ starts the scheduler (and, in the ``latency_local`` mode, schedules tasks throug
   ``fractions`` — (lower, upper) limit fractions of the strategy (its defaults otherwise);
   ``strict`` — ``batch_completions(False)``; ``polling`` — seconds (10); ``listen`` — PG
   LISTEN/NOTIFY wake-ups (True); ``pool_size`` — connections (``min(threads + 2, 16)``);
+* ``history`` — ``execution_history()`` on (every run recorded in ``scheduled_tasks_history``);
 * ``body`` — ``noop`` (default) or ``record`` (the task data holds ``{"due": epoch}``; the
   body records ``time.time() - due``);
 * ``count_statements`` — count every statement the engine sends through SQLAlchemy;
@@ -58,6 +59,8 @@ def build_scheduler(
         .batch_completions(not opts.get("strict", False))
         .listen_for_notifications(bool(opts.get("listen", True)))
     )
+    if opts.get("history"):
+        builder = builder.execution_history()  # every run recorded in scheduled_tasks_history
     fractions = opts.get("fractions")  # (lower, upper) of the strategy, else its defaults
     strategy = opts.get("strategy", "fetch")
     if strategy == "lock_and_fetch":
@@ -138,6 +141,13 @@ def scheduler_worker(pipe: Any, go: Any, stop: Any, url: str, opts: dict[str, An
             "rss_kb": rss_before_stop,
             "threads_alive": threading.active_count(),
             "scheduled_self": scheduled_self,
+            # history rows written and given up, when execution history is on
+            "history": None
+            if scheduler.execution_history is None or scheduler.execution_history.writer is None
+            else {
+                "written": scheduler.execution_history.writer.written_rows,
+                "failed": scheduler.execution_history.writer.failed_rows,
+            },
         }
     )
     pipe.close()

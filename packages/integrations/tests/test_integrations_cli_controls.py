@@ -161,6 +161,11 @@ def test_controls_before_migrate_say_run_migrate(app_db, tmp_path, engine):
     assert "table scheduled_tasks_held does not exist" in err and "run ekbatan migrate" in err
     # the listing still works, with nothing paused
     assert as_json("tasks", "list", "--config", config)["paused_tasks"] == []
+    # and the doctor says what is missing, as a warning
+    report = as_json("doctor", "--config", config)
+    [warning] = [c for c in report["checks"] if c["status"] == "warn"]
+    assert warning["detail"].startswith("scheduled_tasks_held, scheduled_tasks_pauses missing")
+    assert "run ekbatan migrate" in warning["detail"]
 
 
 def test_history_sums_up_each_task_and_lists_one_tasks_runs(config, engine, client):

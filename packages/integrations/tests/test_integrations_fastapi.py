@@ -355,9 +355,11 @@ def test_the_health_endpoint_reports_readiness(tmp_path):
             "failing_tasks",
             "dead_executions",
             "paused_tasks",
+            "history_rows_dropped",
         }
         assert body["running"] is True and body["paused"] is False
         assert body["dead_executions"] == 0 and body["paused_tasks"] == []
+        assert body["history_rows_dropped"] == 0  # execution history is on through the integrations
         # how recent: what status "ok" says (the age is within max_poll_age_seconds)
         assert isinstance(body["last_successful_poll_age_seconds"], float)
         assert body["last_successful_poll_age_seconds"] >= 0

@@ -209,3 +209,20 @@ def test_history_is_off_unless_asked(engine, clock, built, client):
         HistoryRetention(succeeded=timedelta(0))
     with pytest.raises(ValueError, match="max_runs_per_task must be at least 1"):
         HistoryRetention(max_runs_per_task=0)
+
+
+def test_any_text_and_data_round_trip_through_the_batch_insert(engine, clock, built, client):
+    message = "it's a \\ backslash, a 'quote', a \"double\", a % and ünïcode; DROP TABLE x; --"
+
+    def awkward(instance, ctx):
+        raise ValueError(message)
+
+    task = Tasks.one_time("awkward").execute(awkward)
+    scheduler = build(engine, clock, task, keep_task_data=True)
+    built.append(scheduler)
+    client.schedule(task.instance("a'1", {"text": message}), T0)
+    scheduler.run_any_due_executions()
+    [run] = client.history("awkward")
+    assert run.instance_id == "a'1"
+    assert run.error.message == message and message in run.error.traceback
+    assert json.loads(run.raw_data) == {"text": message}

@@ -83,6 +83,13 @@ def _task_summary(runtime: EkbatanRuntime, max_age: timedelta) -> _Counts | str:
     return cache.get(runtime, max_age.total_seconds())
 
 
+def _history_dropped(scheduler: Scheduler) -> int | None:
+    """History rows this process gave up (their batch failed, or the queue was full); None
+    without execution history."""
+    history = scheduler.execution_history
+    return None if history is None or history.writer is None else history.writer.failed_rows
+
+
 def _unknown_tasks(scheduler: Scheduler, summary: list[TaskSummary] | None) -> list[dict[str, Any]]:
     """Task names in ``scheduled_tasks`` that no task of this scheduler has, with their row
     counts (from the summary when it was read, else the names the scheduler met in due rows)."""
@@ -117,7 +124,8 @@ def health_report(
     the task names paused cluster-wide, as the scheduler last read them. ``dead_executions``
     counts the executions kept dead after their retries ran out (read with the failing
     count); like paused tasks, they never make it not ready: an operator's attention, not a
-    broken process.
+    broken process. ``history_rows_dropped`` counts the execution history rows this process
+    could not write (None without history).
 
     ``unknown_tasks`` (present only when there are some) lists the task names in
     ``scheduled_tasks`` that no task of this scheduler has, each with its number of rows: a name
@@ -146,6 +154,7 @@ def health_report(
         "failing_tasks": None,
         "dead_executions": None,
         "paused_tasks": sorted(scheduler.paused_task_names),
+        "history_rows_dropped": _history_dropped(scheduler),
     }
     reasons = []
     if not running:

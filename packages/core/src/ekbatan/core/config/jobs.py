@@ -40,7 +40,7 @@ class JobsHistoryConfig(KeyFoldingModel):
     @classmethod
     def _at_least_one(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
-            raise ValueError(f"must be at least 1, got {value}; leave it out for the default (10000)")
+            raise ValueError(f"must be at least 1, got {value}; leave it out for the default (100000)")
         return value
 
 

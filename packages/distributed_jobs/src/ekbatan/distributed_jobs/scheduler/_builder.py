@@ -285,7 +285,7 @@ class SchedulerBuilder:
         """Record every finished run in ``<table>_history`` (off by default for a scheduler built
         by hand; on when built through the integrations): written off the hot path, pruned by
         the recurring task ``ekbatan-history-prune`` as ``retention`` says (default: successes
-        7 days, failures 30, at most 10,000 runs per task). ``keep_task_data`` keeps each run's
+        7 days, failures 30, at most 100,000 runs per task). ``keep_task_data`` keeps each run's
         task data too."""
         self._history = (
             HistorySettings(retention or HistoryRetention(), keep_task_data=keep_task_data)

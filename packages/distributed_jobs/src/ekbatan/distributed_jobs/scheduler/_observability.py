@@ -60,21 +60,46 @@ class SchedulerListener:
     def on_candidate_event(self, event: CandidateEventType) -> None: ...
 
 
+_CALLBACKS = (
+    "on_execution_scheduled",
+    "on_execution_start",
+    "on_execution_complete",
+    "on_execution_dead",
+    "on_execution_failed_heartbeat",
+    "on_scheduler_event",
+    "on_candidate_event",
+)
+
+
 class Listeners(SchedulerListener):
     """Fans each callback out to every registered listener, isolating their failures."""
 
     def __init__(self, listeners: Sequence[SchedulerListener] = ()) -> None:
         self._listeners = tuple(listeners)
+        # per callback, the listeners that implement it: a listener of one event (the execution
+        # history hears completions only) costs the others nothing but this lookup
+        self._by_method: dict[str, tuple[Any, ...]] = {
+            name: tuple(
+                getattr(listener, name)
+                for listener in self._listeners
+                if hasattr(listener, name)
+                and (
+                    not isinstance(listener, SchedulerListener)
+                    or getattr(type(listener), name) is not getattr(SchedulerListener, name)
+                )
+            )
+            for name in _CALLBACKS
+        }
 
     def __bool__(self) -> bool:
         return bool(self._listeners)
 
     def _each(self, method: str, *args: Any) -> None:
-        for listener in self._listeners:
+        for callback in self._by_method[method]:
             try:
-                getattr(listener, method)(*args)
+                callback(*args)
             except Exception:
-                log.exception("listener %r failed in %s", listener, method)
+                log.exception("listener %r failed in %s", getattr(callback, "__self__", callback), method)
 
     def on_execution_scheduled(self, key: TaskInstanceId, execution_time: datetime) -> None:
         self._each("on_execution_scheduled", key, execution_time)

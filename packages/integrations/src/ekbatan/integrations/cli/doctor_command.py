@@ -28,7 +28,12 @@ import sqlalchemy as sa
 from ekbatan.core import DialectName, JobsPoolNotConfiguredError, SettingsError
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import TABLE_COLUMNS as SCHEDULED_TASKS_COLUMNS
-from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.distributed_jobs.scheduler import (
+    SchedulerClient,
+    held_table_name,
+    history_table_name,
+    pauses_table_name,
+)
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 from ekbatan.integrations.cli.app import EXIT_FAILED, Invocation, describe, ekbatan_command
 from ekbatan.integrations.cli.application import Application, application_options, load_application
@@ -154,6 +159,8 @@ def _pool_checks(
             columns = [c.strip() for c in SCHEDULED_TASKS_COLUMNS.split(",")]
             table_check = _table_check(target, pool, connection, DEFAULT_TABLE_NAME, None, columns)
             checks.append(table_check)
+            if table_check.status == PASS:
+                checks.append(_companions_check(pool, connection))
             if application is not None and table_check.status == PASS:
                 checks.append(_task_names_check(pool, provider.engine, connection, application))
     return checks
@@ -288,6 +295,23 @@ def _table_check(
             f"migrate a fresh database or add the columns as the framework's DDL has them",
         )
     return Check(PASS, "table", pool.label, f"{qualified}: {len(expected)} expected columns present")
+
+
+def _companions_check(pool: Pool, connection: sa.Connection) -> Check:
+    """The tables beside ``scheduled_tasks`` (migrations ``scheduled_tasks`` 0002 and 0003): a
+    deployment migrated before them runs, but keeps no dead letters, pauses or history."""
+    inspector = sa.inspect(connection)
+    tables = [f(DEFAULT_TABLE_NAME) for f in (held_table_name, pauses_table_name, history_table_name)]
+    missing = [table for table in tables if not inspector.has_table(table)]
+    if missing:
+        return Check(
+            WARN,
+            "table",
+            pool.label,
+            f"{', '.join(missing)} missing: dead letters, pauses and execution history need them; run "
+            "ekbatan migrate",
+        )
+    return Check(PASS, "table", pool.label, f"{', '.join(tables)} present")
 
 
 def _clock_check(pool: Pool, connection: sa.Connection) -> Check:

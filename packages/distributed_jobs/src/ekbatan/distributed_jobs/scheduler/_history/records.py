@@ -30,12 +30,12 @@ class HistoryRetention:
     """How long finished runs are kept, per result, and at most how many per task name.
 
     The defaults keep a week of successes and a month of failures and dead runs, and at most
-    10,000 runs of any one task (the newest), so that one hot task cannot crowd out the rest.
+    100,000 runs of any one task (the newest), so that one hot task cannot crowd out the rest.
     """
 
     succeeded: timedelta = timedelta(days=7)
     failed: timedelta = timedelta(days=30)
-    max_runs_per_task: int | None = 10_000
+    max_runs_per_task: int | None = 100_000
     #: how often the pruning task runs (one node of the cluster each time)
     prune_every: timedelta = timedelta(minutes=10)
     #: rows deleted per statement: bounded, so pruning never holds long locks

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,11 @@ COLUMNS = (
     "duration_ms", "result", "attempt", "error_class", "error_message", "error_traceback", "task_data",
 )  # fmt: skip
 _SELECT = "id, " + ", ".join(COLUMNS)
+#: the PostgreSQL types of :data:`COLUMNS`, for the binary COPY
+_COPY_TYPES = (
+    "text", "text", "timestamptz", "text", "int8", "timestamptz", "timestamptz",
+    "int8", "text", "int4", "text", "text", "text", "bytea",
+)  # fmt: skip
 #: durations read per task for its percentiles (the newest runs in the window)
 SUMMARY_SAMPLE = 1_000
 
@@ -36,11 +41,45 @@ class HistoryTable:
         self.name = history_table_name(repository.table_name)
         values = ", ".join(f":{c}" for c in COLUMNS)
         self._insert = sa.text(f"INSERT INTO {self.name} ({', '.join(COLUMNS)}) VALUES ({values})")
+        # PostgreSQL through psycopg: a binary COPY, about 4 µs of client CPU per row where an
+        # INSERT of one array per column costs 36 (psycopg adapts arrays element by element in
+        # Python) and an executemany more; elsewhere the driver folds the executemany (PyMySQL:
+        # one multi-row INSERT)
+        engine = repository.engine
+        self._copy: str | None = None
+        self._literal_insert: str | None = None
+        if self.dialect.dialect is Dialect.POSTGRESQL and engine.dialect.driver == "psycopg":
+            self._copy = f"COPY {self.name} ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+        elif self.dialect.dialect in (Dialect.MYSQL, Dialect.MARIADB) and engine.dialect.driver == "pymysql":
+            # PyMySQL escapes each parameter in Python (42 µs a row for these 14 columns);
+            # the same escaping, written once per value type, costs 18
+            from pymysql.converters import escape_string  # type: ignore[import-untyped]  # the driver in use
+
+            self._escape: Callable[[str], str] = escape_string
+            self._literal_insert = f"INSERT INTO {self.name} ({', '.join(COLUMNS)}) VALUES "
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         """Insert encoded rows (see :meth:`encode`) in one transaction."""
         with self.repository.engine.begin() as conn:
-            conn.execute(self._insert, list(rows))
+            if self._literal_insert is not None:
+                values = ", ".join(
+                    "(" + ", ".join(_mysql_literal(row[c], self._escape) for c in COLUMNS) + ")"
+                    for row in rows
+                )
+                driver = conn.connection.driver_connection
+                assert driver is not None
+                with driver.cursor() as cur:
+                    cur.execute(self._literal_insert + values)  # no parameters: nothing else formats it
+                return
+            if self._copy is None:
+                conn.execute(self._insert, list(rows))
+                return
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            with driver.cursor() as cur, cur.copy(self._copy) as copy:
+                copy.set_types(_COPY_TYPES)
+                for row in rows:
+                    copy.write_row([row[c] for c in COLUMNS])
 
     def encode(self, row: dict[str, Any]) -> dict[str, Any]:
         d = self.dialect
@@ -200,6 +239,22 @@ class HistoryTable:
             removed += count
             if count < batch:
                 return removed
+
+
+def _mysql_literal(value: Any, escape: Callable[[str], str]) -> str:
+    """``value`` as a MySQL literal, escaped as PyMySQL escapes parameters; only the types a
+    history row holds (anything else is a bug, refused rather than guessed)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + escape(value) + "'"
+    if isinstance(value, datetime):
+        return "'" + value.isoformat(sep=" ") + "'"
+    if isinstance(value, bytes):
+        return "X'" + value.hex() + "'"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"a history column got a {type(value).__name__}: {value!r}")
 
 
 def _percentile(values: list[int], share: float) -> float | None:
