@@ -145,6 +145,27 @@ def test_pruning_keeps_each_result_its_time_and_caps_each_task(engine, clock, bu
     assert client.history() == []
 
 
+def test_pruning_stops_when_told_and_leaves_the_rest_for_next_time(engine, clock, built, client):
+    retention = HistoryRetention(succeeded=timedelta(days=1), max_runs_per_task=None, batch_size=2)
+    scheduler = build(engine, clock, OK, retention=retention)
+    built.append(scheduler)
+    for n in range(5):
+        client.schedule(OK.instance(f"o{n}"), clock.now())
+    scheduler.run_any_due_executions()
+    clock.advance(timedelta(days=2))
+    table = scheduler.execution_history.table
+    asked = []
+
+    def stopping() -> bool:  # one batch, then "the scheduler is stopping"
+        asked.append(True)
+        return len(asked) > 1
+
+    assert table.prune(clock.now(), retention, stop=stopping) == 2
+    assert table.prune(clock.now(), retention, budget=0.0) == 0  # no time left: nothing started
+    assert table.prune(clock.now(), retention) == 3
+    assert client.history() == []
+
+
 def test_the_pruning_task_is_scheduled_and_its_own_runs_are_not_recorded(engine, clock, built, client):
     scheduler = build(engine, clock, OK)
     built.append(scheduler)

@@ -28,6 +28,8 @@ log = logging.getLogger("ekbatan.distributed_jobs.scheduler.history")
 
 #: the recurring task that prunes the history (one node of the cluster runs each slot)
 PRUNE_TASK = "ekbatan-history-prune"
+#: seconds one pruning run may take before it leaves the rest to the next slot
+PRUNE_BUDGET = 30.0
 
 
 class ExecutionHistory(SchedulerListener):
@@ -97,7 +99,14 @@ class ExecutionHistory(SchedulerListener):
     # ------------------------------------------------------------------ pruning
     def _prune(self, instance: Any, ctx: Any) -> None:
         assert self.table is not None, "bind() first"
-        removed = self.table.prune(self.clock.now(), self.settings.retention)
+        # bounded: a backlog of expired runs is worked off over several slots, and a stopping
+        # scheduler is not held up by it
+        removed = self.table.prune(
+            self.clock.now(),
+            self.settings.retention,
+            budget=PRUNE_BUDGET,
+            stop=lambda: bool(ctx.is_shutting_down),
+        )
         if removed:
             log.info("pruned %d run(s) from %s", removed, self.table.name)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -181,9 +182,22 @@ class HistoryTable:
         return summaries
 
     # ------------------------------------------------------------------ pruning
-    def prune(self, now: datetime, retention: HistoryRetention) -> int:
+    def prune(
+        self,
+        now: datetime,
+        retention: HistoryRetention,
+        *,
+        budget: float | None = None,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> int:
         """Delete runs past their retention, then each task's runs beyond the cap, in batches of
-        ``retention.batch_size`` (one short transaction each); how many rows went."""
+        ``retention.batch_size`` (one short transaction each); how many rows went. Stops early
+        after ``budget`` seconds or when ``stop()`` says so: what is left goes next time."""
+        deadline = None if budget is None else time.monotonic() + budget
+
+        def halt() -> bool:
+            return stop() or (deadline is not None and time.monotonic() > deadline)
+
         d = self.dialect
         removed = 0
         for results, keep in (
@@ -193,12 +207,12 @@ class HistoryTable:
             placeholders = ", ".join(f":r{i}" for i in range(len(results)))
             condition = f"result IN ({placeholders}) AND finished < :cutoff"
             params = {f"r{i}": r for i, r in enumerate(results)} | {"cutoff": d.encode_time(now - keep)}
-            removed += self._delete_batches(condition, params, retention.batch_size)
-        if retention.max_runs_per_task is not None:
-            removed += self._cap_per_task(retention.max_runs_per_task, retention.batch_size)
+            removed += self._delete_batches(condition, params, retention.batch_size, halt)
+        if retention.max_runs_per_task is not None and not halt():
+            removed += self._cap_per_task(retention.max_runs_per_task, retention.batch_size, halt)
         return removed
 
-    def _cap_per_task(self, cap: int, batch: int) -> int:
+    def _cap_per_task(self, cap: int, batch: int, halt: Callable[[], bool]) -> int:
         over = sa.text(f"SELECT task_name FROM {self.name} GROUP BY task_name HAVING COUNT(*) > :cap")
         # the finished time of the task's newest run beyond the cap: older ones go
         edge = sa.text(
@@ -216,29 +230,35 @@ class HistoryTable:
             condition = (
                 "task_name = :task_name AND (finished < :edge OR (finished = :edge AND id <= :edge_id))"
             )
-            removed += self._delete_batches(
-                condition, {"task_name": name, "edge": row[0], "edge_id": row[1]}, batch
-            )
+            params = {"task_name": name, "edge": row[0], "edge_id": row[1]}
+            removed += self._delete_batches(condition, params, batch, halt)
         return removed
 
-    def _delete_batches(self, condition: str, params: dict[str, Any], batch: int) -> int:
-        if self.dialect.dialect in (Dialect.MYSQL, Dialect.MARIADB):
-            # MySQL refuses LIMIT inside an IN subquery; its single-table DELETE takes one itself
-            sql = sa.text(
-                f"DELETE FROM {self.name} WHERE {condition} ORDER BY finished{self.dialect.limit(batch)}"
-            )
-        else:
-            sql = sa.text(
-                f"DELETE FROM {self.name} WHERE id IN "
-                f"(SELECT id FROM {self.name} WHERE {condition} ORDER BY finished{self.dialect.limit(batch)})"
-            )
+    def _delete_batches(
+        self, condition: str, params: dict[str, Any], batch: int, halt: Callable[[], bool]
+    ) -> int:
+        """Delete the rows matching ``condition``, oldest first, ``batch`` at a time. Each batch
+        starts where the last one ended (``finished >= :lower``): the index entries of rows just
+        deleted stay until vacuum or purge, and a scan from the start would wade through all of
+        them again, batch after batch."""
+        pick = sa.text(
+            f"SELECT id, finished FROM {self.name} WHERE {condition} AND finished >= :lower "
+            f"ORDER BY finished, id{self.dialect.limit(batch)}"
+        )
+        delete = sa.text(f"DELETE FROM {self.name} WHERE id IN :ids").bindparams(
+            sa.bindparam("ids", expanding=True)
+        )
+        lower = self.dialect.encode_time(datetime(1970, 1, 1, tzinfo=UTC))
         removed = 0
-        while True:
+        while not halt():
             with self.repository.engine.begin() as conn:
-                count = conn.execute(sql, params).rowcount
-            removed += count
-            if count < batch:
-                return removed
+                rows = conn.execute(pick, {**params, "lower": lower}).all()
+                if rows:
+                    removed += conn.execute(delete, {"ids": [r[0] for r in rows]}).rowcount
+            if len(rows) < batch:
+                break
+            lower = rows[-1][1]
+        return removed
 
 
 def _mysql_literal(value: Any, escape: Callable[[str], str]) -> str:
