@@ -18,9 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import sqlalchemy as sa
 
 from bench import throughput
 from bench.common import create_scheduler_table, dialect_of, raw_connect, scratch_database
@@ -98,8 +101,8 @@ def fill_history(url: str, rows: int) -> float:
         if kind == "postgres":
             cur.execute(
                 "INSERT INTO scheduled_tasks_history (task_name, task_instance, execution_time, finished, result, "
-                "attempt, duration_ms) SELECT 'old-task', g::text, %s, %s, 'succeeded', 1, 1 "
-                "FROM generate_series(1, %s) g",
+                "attempt, duration_ms) SELECT 'old-task', g::text, %s, %s::timestamptz + g * interval '1 ms', "
+                "'succeeded', 1, 1 FROM generate_series(1, %s) g",
                 (old, old, rows),
             )
         else:
@@ -110,7 +113,8 @@ def fill_history(url: str, rows: int) -> float:
                 cur.execute(
                     "INSERT INTO scheduled_tasks_history (task_name, task_instance, execution_time, finished, "
                     "result, attempt, duration_ms) WITH RECURSIVE seq(n) AS (SELECT %s UNION ALL SELECT n + 1 "
-                    "FROM seq WHERE n < %s) SELECT 'old-task', n, %s, %s, 'succeeded', 1, 1 FROM seq",
+                    "FROM seq WHERE n < %s) SELECT 'old-task', n, %s, %s + INTERVAL n * 1000 MICROSECOND, 'succeeded', 1, 1 "
+                    "FROM seq",
                     (start, min(start + batch, rows) - 1, naive, naive),
                 )
     finally:
@@ -119,25 +123,46 @@ def fill_history(url: str, rows: int) -> float:
 
 
 def prune_while_draining(dialect: str, executions: int, prune_rows: int, rounds: int) -> list[float]:
-    """A drain (history on, 4 processes) while the workers' own pruning task deletes
-    ``prune_rows`` expired runs, against a drain with nothing to prune; the ratio per round.
-    The pruning task runs once at start-up, on one of the processes, for at most its budget."""
+    """A drain (history on, 4 processes) while ``prune_rows`` expired runs are pruned, against
+    a drain with nothing to prune; the ratio per round. The pruning is the engine's own
+    (``HistoryTable.prune``, as the pruning task runs it), started in this process just before
+    the drain: the task itself would come last, its row being due after the benchmark's."""
+    from ekbatan.distributed_jobs.scheduler import HistoryRetention, SchedulerClient
+    from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
+
     ratios = []
     with scratch_database(dialect) as db:
         create_scheduler_table(db.url)
-        for r in range(rounds):
-            quiet = drain(db.url, executions, 4, True)
-            clear_history(db.url)
-            filled = fill_history(db.url, prune_rows)
-            busy = throughput.run_once(db.url, executions, {**DEFAULTS, "procs": 4, "history": True})
-            left = expired_rows(db.url)
-            ratios.append(busy["exec_per_s"] / quiet)
-            print(
-                f"{dialect} round {r + 1}: drain alone {quiet:.0f}/s, while pruning {busy['exec_per_s']:.0f}/s "
-                f"(ratio {busy['exec_per_s'] / quiet:.3f}, drain {busy['seconds']} s); "
-                f"{prune_rows - left:,} of {prune_rows:,} expired rows pruned by then (filled in {filled:.1f} s)",
-                flush=True,
-            )
+        engine = sa.create_engine(db.url, poolclass=sa.NullPool)
+        table = HistoryTable(SchedulerClient(engine).repository)
+        retention = HistoryRetention(succeeded=timedelta(days=1), max_runs_per_task=None)
+        try:
+            for r in range(rounds):
+                quiet = drain(db.url, executions, 4, True)
+                clear_history(db.url)
+                filled = fill_history(db.url, prune_rows)
+                pruned: list[tuple[int, float]] = []
+
+                def prune(into: list[tuple[int, float]] = pruned) -> None:
+                    began = time.perf_counter()
+                    into.append((table.prune(datetime.now(UTC), retention), time.perf_counter() - began))
+
+                pruner = threading.Thread(target=prune)
+                pruner.start()
+                busy = throughput.run_once(db.url, executions, {**DEFAULTS, "procs": 4, "history": True})
+                left_during = expired_rows(db.url)
+                pruner.join()
+                removed, seconds = pruned[0]
+                ratios.append(busy["exec_per_s"] / quiet)
+                print(
+                    f"{dialect} round {r + 1}: drain alone {quiet:.0f}/s, while pruning {busy['exec_per_s']:.0f}/s "
+                    f"(ratio {busy['exec_per_s'] / quiet:.3f}, drain {busy['seconds']} s, "
+                    f"{prune_rows - left_during:,} rows pruned by its end); pruning {removed:,} rows took "
+                    f"{seconds:.1f} s (filled in {filled:.1f} s)",
+                    flush=True,
+                )
+        finally:
+            engine.dispose()
     print(
         f"{dialect} prune: ratio per round {[round(x, 3) for x in ratios]}, median {statistics.median(ratios):.3f}"
     )
@@ -160,10 +185,12 @@ def main() -> None:
     p.add_argument("--db", default="postgres,mariadb")
     p.add_argument("--executions", type=int, default=20_000)
     p.add_argument("--prune-rows", type=int, default=1_000_000)
+    p.add_argument("--prune-only", action="store_true", help="only the drain while pruning")
     args = p.parse_args()
     print(f"load average at start {os.getloadavg()}", flush=True)
     for dialect in args.db.split(","):
-        compare(dialect, args.executions, args.rounds)
+        if not args.prune_only:
+            compare(dialect, args.executions, args.rounds)
         if args.prune_rows:
             prune_while_draining(dialect, args.executions, args.prune_rows, args.rounds)
     print(f"load average at end {os.getloadavg()}", flush=True)

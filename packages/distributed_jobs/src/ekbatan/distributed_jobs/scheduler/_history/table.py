@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -238,26 +238,26 @@ class HistoryTable:
         self, condition: str, params: dict[str, Any], batch: int, halt: Callable[[], bool]
     ) -> int:
         """Delete the rows matching ``condition``, oldest first, ``batch`` at a time. Each batch
-        starts where the last one ended (``finished >= :lower``): the index entries of rows just
-        deleted stay until vacuum or purge, and a scan from the start would wade through all of
-        them again, batch after batch."""
+        starts after the last one's highest id (the key's own index, in insertion order, which is
+        the order runs expire in): the index entries of rows just deleted stay until vacuum or
+        purge, and a scan from the start would wade through all of them again, batch after
+        batch. Runs finished at the same instant (a batch of them) cost nothing extra."""
         pick = sa.text(
-            f"SELECT id, finished FROM {self.name} WHERE {condition} AND finished >= :lower "
-            f"ORDER BY finished, id{self.dialect.limit(batch)}"
+            f"SELECT id FROM {self.name} WHERE id > :lower AND {condition} ORDER BY id{self.dialect.limit(batch)}"
         )
         delete = sa.text(f"DELETE FROM {self.name} WHERE id IN :ids").bindparams(
             sa.bindparam("ids", expanding=True)
         )
-        lower = self.dialect.encode_time(datetime(1970, 1, 1, tzinfo=UTC))
+        lower = 0
         removed = 0
         while not halt():
             with self.repository.engine.begin() as conn:
-                rows = conn.execute(pick, {**params, "lower": lower}).all()
-                if rows:
-                    removed += conn.execute(delete, {"ids": [r[0] for r in rows]}).rowcount
-            if len(rows) < batch:
+                ids = [r[0] for r in conn.execute(pick, {**params, "lower": lower}).all()]
+                if ids:
+                    removed += conn.execute(delete, {"ids": ids}).rowcount
+            if len(ids) < batch:
                 break
-            lower = rows[-1][1]
+            lower = ids[-1]
         return removed
 
 
