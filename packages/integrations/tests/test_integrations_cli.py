@@ -278,7 +278,8 @@ def test_doctor_passes_on_a_migrated_deployment(migrated):
     for pool in ("primary-config", "jobs-config"):
         assert ("connection", f"global/member-0 {pool}") in seen
     tables = [c["detail"].split(":")[0] for c in report["checks"] if c["check"] == "table"]
-    assert len(tables) == 3 and tables[-1] == "scheduled_tasks"
+    assert len(tables) == 4 and tables[2] == "scheduled_tasks"
+    assert tables[3] == "scheduled_tasks_held, scheduled_tasks_pauses, scheduled_tasks_history present"
     assert {c["status"] for c in report["checks"]} == {"pass"}
     assert [c["check"] for c in report["checks"]].count("clock") == 1
 
