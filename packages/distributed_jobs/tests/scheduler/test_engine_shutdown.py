@@ -148,7 +148,12 @@ def test_execution_outliving_both_phases_is_abandoned_picked_and_revived_elsewhe
     gate = Gate(blocking_on="first")
     task = Tasks.one_time("stubborn").execute(gate)
     first_events, second_events = EventRecorder(), EventRecorder()
-    first = _scheduler(engine, task, name="first", recorder=first_events, shutdown_max_wait=SHORT_WAIT)
+    # the first instance's own detector looks with a 2 s window: on a loaded machine a stall of
+    # its heartbeats longer than 400 ms would otherwise let it revive its own running execution
+    # during the stop; the second finds the row dead with its own 400 ms window
+    first = _scheduler(
+        engine, task, name="first", recorder=first_events, shutdown_max_wait=SHORT_WAIT, missed=20
+    )
     second = _scheduler(engine, task, name="second", recorder=second_events)
     first.schedule(task.instance("1"))
     first.start()
