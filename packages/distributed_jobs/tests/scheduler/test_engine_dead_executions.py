@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import (
@@ -308,3 +309,53 @@ def test_dead_detection_revives_rows_picked_by_a_vanished_instance_in_a_running_
     assert ran == [4]
     assert [(e.picked_by, e.version) for e in recorder.dead] == [("vanished", 2)]
     assert _row(scheduler, "orphan", "1") is None
+
+
+# --------------------------------------------------------------------------- a row held locked
+@pytest.mark.dialects("postgres", "mariadb", "mysql")
+def test_a_dead_row_locked_by_a_frozen_writer_does_not_stop_the_others_being_revived(engine, clock, caplog):
+    """A process frozen between its heartbeat's UPDATE and COMMIT keeps that row locked until
+    its connection dies. The pass gives up on that row after a bounded wait, revives the rest,
+    and revives the locked one on a later pass once the lock is gone."""
+    task = Tasks.one_time("one-time").execute(lambda instance, ctx: None)
+    scheduler = _manual(engine, clock, task)
+    now = clock.now()
+    for instance in ("frozen", "free"):
+        scheduler.schedule(task.instance(instance), now - timedelta(days=1))
+        _claim(scheduler, "one-time", instance, now - timedelta(hours=1))
+    frozen = engine.connect()
+    frozen.execute(  # the frozen owner's heartbeat: written, never committed
+        sa.text(
+            "UPDATE scheduled_tasks SET last_heartbeat = last_heartbeat WHERE task_name = 'one-time' AND task_instance = 'frozen'"
+        )
+    )
+    try:
+        passed = threading.Event()
+        detection = threading.Thread(
+            target=lambda: (scheduler.run_dead_execution_detection(), passed.set()), daemon=True
+        )
+        detection.start()
+        # bounded: REVIVE_LOCK_WAIT (2 s, whole seconds on MySQL) for the locked row, not the
+        # server's own wait (50 s a try on MySQL, forever on PostgreSQL)
+        assert passed.wait(timeout=20), "the detection pass waited on the locked row"
+        free = _row(scheduler, "one-time", "free")
+        assert free is not None and (free.picked, free.version) == (False, 3)
+        assert any("is locked by another transaction" in r.getMessage() for r in caplog.records)
+        assert not [r for r in caplog.records if r.exc_info]
+    finally:
+        frozen.rollback()
+        frozen.close()
+    locked = _row(scheduler, "one-time", "frozen")
+    assert locked is not None and (locked.picked, locked.version) == (True, 2)
+
+    scheduler.run_dead_execution_detection()
+
+    revived = _row(scheduler, "one-time", "frozen")
+    assert revived is not None and (revived.picked, revived.version) == (False, 3)
+    # the bounded wait was the pass's own: the pool's sessions wait as the server says again
+    if engine.dialect.name != "postgresql":
+        with engine.connect() as conn:
+            session, server = conn.exec_driver_sql(
+                "SELECT @@SESSION.innodb_lock_wait_timeout, @@GLOBAL.innodb_lock_wait_timeout"
+            ).one()
+        assert session == server, (session, server)

@@ -53,6 +53,11 @@ class HoldError(SchedulerError, ValueError):
     that name, or its key is scheduled again); the message says what to do instead."""
 
 
+class RowLockedError(SchedulerError):
+    """A write gave up waiting for a row lock another transaction held past the bound it was
+    given (the process holding it may be frozen in the middle of its own write)."""
+
+
 class ExecutionError(SchedulerError):
     """A versioned write to an execution matched no row: another writer got there first.
 

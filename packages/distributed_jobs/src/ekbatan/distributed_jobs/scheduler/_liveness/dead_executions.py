@@ -6,6 +6,11 @@ execution dead; the handler's versioned write makes concurrent detectors harmles
 the others update nothing). The same pass deletes rows of task names nobody here knows once
 they are older than ``delete_unresolved_after``, and first looks for due rows of such names
 (lock-and-fetch never claims them, so the poll does not meet them).
+
+Each dead execution's write waits at most :data:`REVIVE_LOCK_WAIT` for its row: a process frozen
+in the middle of its heartbeat (SIGSTOP, a paused VM) keeps that row locked until its connection
+dies, and a pass waiting there (forever on PostgreSQL, 50 s a try on MySQL) would revive nothing
+else meanwhile. The locked one is looked at again on the next pass.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from ekbatan.distributed_jobs.scheduler._clock import Clock
-from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, RowLockedError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
 from ekbatan.distributed_jobs.scheduler._observability import Listeners, SchedulerEventType
 from ekbatan.distributed_jobs.scheduler._serializers import Serializer
@@ -23,6 +28,10 @@ from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.dead_executions")
+
+#: seconds a dead execution's write waits for its row before the pass moves on (a live writer
+#: holds it for milliseconds)
+REVIVE_LOCK_WAIT = 2.0
 
 
 class DeadExecutionDetector:
@@ -60,9 +69,16 @@ class DeadExecutionDetector:
                 self.listeners.on_execution_dead(execution)
                 complete = ExecutionComplete.failure(execution, now, now, None)
                 ops = ExecutionOperations(self.repository, execution, self.serializer, self._on_scheduled)
-                task.dead_execution_handler.dead_execution(complete, ops)
+                with self.repository.bounded_lock_wait(REVIVE_LOCK_WAIT):
+                    task.dead_execution_handler.dead_execution(complete, ops)
                 if self._on_handled is not None:
                     self._on_handled(execution, ops, now)
+            except RowLockedError:
+                log.warning(
+                    "dead execution %s: its row is locked by another transaction (its owner may be "
+                    "frozen in the middle of a write); looking again on the next pass",
+                    execution,
+                )
             except ExecutionError as lost:
                 # Every instance detects the same dead row; one revives it, the others lose the
                 # version check. That is the protocol working, not an error.

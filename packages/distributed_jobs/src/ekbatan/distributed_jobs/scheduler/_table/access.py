@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler._errors import TableSchemaError, TaskDataTooLargeError
+from ekbatan.distributed_jobs.scheduler._errors import RowLockedError, TableSchemaError, TaskDataTooLargeError
 from ekbatan.distributed_jobs.scheduler._execution import Execution
 from ekbatan.distributed_jobs.scheduler._polling.wakeups import encode_due
 from ekbatan.distributed_jobs.scheduler._table.driver_statements import DriverStatement, driver_path_available
@@ -73,6 +73,8 @@ class TableAccess:
         #: what ``SELECT VERSION()`` said, where the version decides the polling strategy
         self.server_version: str | None = None
         self._columns_lock = threading.Lock()
+        #: per thread: how long its writes wait for a row lock (unset: the database's own wait)
+        self._lock_wait = threading.local()
         self._statements: dict[tuple[str, str, int], sa.TextClause] = {}
         self._prepare_statements()
         # The statements run once per execution (claim, strict delete, and scheduling one
@@ -274,7 +276,7 @@ class TableAccess:
         if connection is not None:
             yield as_connection(connection)
             return
-        with self._one() if single else self.engine.begin() as conn:
+        with self._one() if single else self._begin() as conn:
             yield conn
 
     def _one(self) -> AbstractContextManager[sa.Connection]:
@@ -283,13 +285,66 @@ class TableAccess:
         On PostgreSQL that is an autocommit connection: psycopg would otherwise spend two extra
         round trips (BEGIN, COMMIT) around every single-statement write.
         """
-        return self._autocommit.connect() if self._autocommit is not None else self.engine.begin()
+        if self._autocommit is not None and self._lock_wait_bound() is None:
+            return self._autocommit.connect()
+        return self._begin()
+
+    def _begin(self) -> AbstractContextManager[sa.Connection]:
+        """A transaction committed on success; bounded in its lock waits inside
+        :meth:`bounded_lock_wait`."""
+        seconds = self._lock_wait_bound()
+        return self.engine.begin() if seconds is None else self._bounded_transaction(seconds)
+
+    def _lock_wait_bound(self) -> float | None:
+        return getattr(self._lock_wait, "seconds", None)
+
+    @contextmanager
+    def bounded_lock_wait(self, seconds: float) -> Iterator[None]:
+        """Inside the block, this thread's writes of their own transaction wait at most
+        ``seconds`` for a row lock another transaction holds, then raise
+        :class:`~ekbatan.distributed_jobs.scheduler._errors.RowLockedError` (not tried again).
+
+        For the writes that must not queue behind a process frozen in the middle of its own
+        write (SIGSTOP, a paused VM: its row stays locked until its connection dies): the
+        dead-execution pass, which would otherwise wait there and revive nothing else.
+        """
+        previous = self._lock_wait_bound()
+        self._lock_wait.seconds = seconds
+        try:
+            yield
+        finally:
+            self._lock_wait.seconds = previous
+
+    @contextmanager
+    def _bounded_transaction(self, seconds: float) -> Iterator[sa.Connection]:
+        setup, reset = self.dialect.bounded_lock_wait(seconds)
+        with self.engine.connect() as conn:
+            try:
+                with conn.begin():
+                    if setup is not None:
+                        conn.exec_driver_sql(setup)
+                    yield conn
+            except sa.exc.DBAPIError as error:
+                if self.dialect.is_lock_timeout(error):
+                    raise RowLockedError(
+                        f"a row this write needs stayed locked by another transaction for more than "
+                        f"{seconds:g}s (the process holding it may be frozen in the middle of a write)"
+                    ) from error
+                raise
+            finally:
+                if reset is not None and not conn.invalidated:
+                    try:
+                        conn.exec_driver_sql(reset)
+                        conn.commit()
+                    except sa.exc.DBAPIError:
+                        # a session left with the short wait must not go back to the pool
+                        conn.invalidate()
 
     def _single_rowcount(self, statement: sa.TextClause, params: dict[str, Any]) -> int:
         """Run one single-statement write in its own commit; its row count. A write the database
         aborted for a deadlock (or SQLite's busy lock) is tried again: the abort undid it whole."""
         driver = self._direct.get(statement)
-        if driver is not None and driver.usable:
+        if driver is not None and driver.usable and self._lock_wait_bound() is None:
             return with_retries(lambda: driver.rowcount(params))
 
         def write() -> int:

@@ -111,6 +111,16 @@ class SqlDialect:
         (None: none)."""
         return None
 
+    def bounded_lock_wait(self, seconds: float) -> tuple[str | None, str | None]:
+        """How a transaction waits at most ``seconds`` for a row lock another transaction holds:
+        a statement run at its start, and one run on its connection once it ended, to put the
+        session back (None: nothing to run; the database has no such bound)."""
+        return None, None
+
+    def is_lock_timeout(self, error: BaseException) -> bool:
+        """Whether a driver error is a statement that gave up waiting for a row lock."""
+        return False
+
     # -- statements that differ between databases -----------------------------------------
     #: a one-statement write runs on an autocommit connection (no BEGIN/COMMIT round trips)
     autocommit_single_statements: ClassVar[bool] = False

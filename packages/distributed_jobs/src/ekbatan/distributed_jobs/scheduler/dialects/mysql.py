@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -11,6 +12,14 @@ MYSQL_SKIP_LOCKED = (8, 0, 1)
 MARIADB_SKIP_LOCKED = (10, 6, 0)
 #: the server's ``ER_DUP_ENTRY``
 _ER_DUP_ENTRY = 1062
+#: the server's ``ER_LOCK_WAIT_TIMEOUT``
+_ER_LOCK_WAIT_TIMEOUT = 1205
+
+
+def _server_error_code(error: BaseException) -> int | None:
+    """The MySQL error number of a driver error SQLAlchemy wrapped (None: not such an error)."""
+    args: tuple[Any, ...] = getattr(getattr(error, "orig", None), "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
 
 
 def server_has_skip_locked(server_version: str) -> bool:
@@ -56,8 +65,7 @@ class MySqlDialect(SqlDialect):
         return None
 
     def is_duplicate_key(self, error: BaseException) -> bool:
-        args: tuple[Any, ...] = getattr(getattr(error, "orig", None), "args", ())
-        return bool(args) and args[0] == _ER_DUP_ENTRY
+        return _server_error_code(error) == _ER_DUP_ENTRY
 
     def create_index_if_not_exists(self, statement: str) -> str:
         return statement  # no IF NOT EXISTS for CREATE INDEX on MySQL
@@ -65,6 +73,16 @@ class MySqlDialect(SqlDialect):
     def lock_and_fetch_select_tail(self, n: int) -> str:
         # MySQL and MariaDB put the locking clause after LIMIT.
         return f" LIMIT {int(n)} FOR UPDATE SKIP LOCKED"
+
+    def bounded_lock_wait(self, seconds: float) -> tuple[str | None, str | None]:
+        # whole seconds only; DEFAULT puts the session back to the server's own setting
+        return (
+            f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(seconds))}",
+            "SET SESSION innodb_lock_wait_timeout = DEFAULT",
+        )
+
+    def is_lock_timeout(self, error: BaseException) -> bool:
+        return _server_error_code(error) == _ER_LOCK_WAIT_TIMEOUT
 
     def claim_transaction_start(self) -> str | None:
         # READ COMMITTED for the claim's one transaction. Under REPEATABLE READ InnoDB keeps a

@@ -29,6 +29,13 @@ class PostgreSqlDialect(SqlDialect):
     autocommit_single_statements = True
     supports_notify = True
 
+    def bounded_lock_wait(self, seconds: float) -> tuple[str | None, str | None]:
+        # SET LOCAL ends with the transaction: nothing to put back on the pooled connection
+        return f"SET LOCAL lock_timeout = '{max(1, int(seconds * 1000))}ms'", None
+
+    def is_lock_timeout(self, error: BaseException) -> bool:
+        return getattr(getattr(error, "orig", None), "sqlstate", None) == "55P03"  # lock_not_available
+
     def without_estimate(self, condition: str) -> str:
         # The claims keep the task names this process knows. On a table not analysed since a
         # bulk insert (autovacuum gets to it a minute or more later), the planner guesses that
