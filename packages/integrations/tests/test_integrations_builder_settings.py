@@ -153,3 +153,57 @@ def test_bad_history_keys_are_refused_naming_them(key, value, message):
 
     with pytest.raises(SettingsError, match=message):
         jobs_settings(history={key: value})
+
+
+class SkippingJob(Job):
+    def name(self) -> str:
+        return "skipping"
+
+    def misfire_policy(self) -> str:
+        return "skip|PT5M"
+
+
+def misfire_of(registry: JobRegistry, name: str):
+    task = registry.scheduler.repository.resolver.resolve(name)
+    assert task is not None
+    return task.misfire
+
+
+def test_the_misfire_policy_key_reaches_every_job_that_names_none_itself(engine):
+    from ekbatan.distributed_jobs.scheduler import MisfirePolicy
+
+    both = builder(engine).with_job(SkippingJob())
+    registry = apply_jobs_settings(both, jobs_settings(**{"misfire-policy": "run_all|10"}).jobs).build()
+    assert misfire_of(registry, "report") == MisfirePolicy.run_all(10)
+    assert misfire_of(registry, "skipping") == MisfirePolicy.skip(timedelta(minutes=5))  # its own wins
+    unset = builder(engine).build()
+    assert misfire_of(unset, "report") == MisfirePolicy.run_once()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("skip-late", "unrecognized misfire policy 'skip-late'"), ("run_all|0", "unrecognized misfire policy")],
+)
+def test_a_bad_misfire_policy_key_is_refused_naming_it(value, message):
+    from ekbatan.core import SettingsError
+
+    with pytest.raises(SettingsError, match=message) as raised:
+        jobs_settings(**{"misfire-policy": value})
+    assert "misfire" in str(raised.value) and "run_once" in str(raised.value)
+
+
+def test_a_bad_grace_is_refused_naming_the_key(engine):
+    settings = jobs_settings(**{"misfire-policy": "skip|5 minutes"})
+    with pytest.raises(ValueError, match=r"ekbatan.jobs.misfire-policy: .*the grace '5 minutes'"):
+        apply_jobs_settings(builder(engine), settings.jobs)
+
+
+def test_a_job_naming_a_bad_policy_is_refused_naming_the_job(engine):
+    class Bad(Job):
+        def misfire_policy(self) -> object:
+            return 30
+
+    with pytest.raises(TypeError, match=r"Bad.misfire_policy\(\) of job 'report' returned int"):
+        JobRegistry.builder().connection_provider(engine).register_shutdown_hook(False).with_job(
+            Bad()
+        ).build()

@@ -14,7 +14,8 @@ from ekbatan.distributed_jobs.scheduler.schedules import (
 )
 
 EXAMPLES = (
-    "[FIXED_DELAY|120s, FIXED_DELAY|PT2M, DAILY|12:00, DAILY|12:00,13:45, DAILY|12:00,13:45|Europe/Rome, -]"
+    "[FIXED_DELAY|120s, FIXED_DELAY|PT2M, FIXED_RATE|30s, FIXED_RATE|PT1H, DAILY|12:00, DAILY|12:00,13:45, "
+    "DAILY|12:00,13:45|Europe/Rome, CRON|0 */5 * * * *, -]"
 )
 NOON = datetime(2021, 6, 1, 12, 0, tzinfo=UTC)
 NOON_ROME = datetime(2021, 6, 1, 12, 0, tzinfo=ZoneInfo("Europe/Rome"))

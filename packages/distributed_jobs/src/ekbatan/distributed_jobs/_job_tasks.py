@@ -13,6 +13,7 @@ from ekbatan.distributed_jobs.scheduler import (
     ExecutionComplete,
     ExecutionContext,
     ExecutionResult,
+    MisfirePolicy,
     SchedulerListener,
     Task,
     TaskInstance,
@@ -35,6 +36,25 @@ def name_clash(name: str, jobs: list[DistributedJob]) -> str:
         return f"{name!r} is the name() of {len(classes)} instances of {classes[0]}"
     listed = " and ".join(classes) if len(classes) == 2 else ", ".join(classes[:-1]) + f" and {classes[-1]}"
     return f"{name!r} is the name() of {'both ' if len(classes) == 2 else ''}{listed}"
+
+
+def job_misfire_policy(job: DistributedJob, name: str) -> MisfirePolicy | None:
+    """The policy the job names itself with an optional ``misfire_policy()`` (None: it names none)."""
+    own = getattr(job, "misfire_policy", None)
+    if own is None:
+        return None
+    policy = own() if callable(own) else own
+    if policy is None or isinstance(policy, MisfirePolicy):
+        return policy
+    if isinstance(policy, str):
+        try:
+            return MisfirePolicy.parse(policy)
+        except ValueError as e:
+            raise ValueError(f"{qualified(job)}.misfire_policy() of job {name!r}: {e}") from None
+    raise TypeError(
+        f"{qualified(job)}.misfire_policy() of job {name!r} returned {type(policy).__name__}; return a "
+        "MisfirePolicy (e.g. MisfirePolicy.skip(timedelta(minutes=5))), its string form ('skip|PT5M') or None"
+    )
 
 
 def task_origin(task: Task[Any]) -> str:

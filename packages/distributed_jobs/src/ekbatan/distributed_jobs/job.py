@@ -71,7 +71,11 @@ class DistributedJob(abc.ABC):
       the next slot still runs. The same slot can run twice (an execution revived while the
       original still runs): make it idempotent.
 
-    The registry reads ``name()`` and ``schedule()`` once, when it is built.
+    Optionally, ``misfire_policy()`` returns what becomes of slots that pass without a run
+    (a ``MisfirePolicy`` or its string form, e.g. ``"skip|PT5M"``); without it the registry's
+    ``misfire_policy`` applies (``ekbatan.jobs.misfire-policy``), by default ``run_once``.
+
+    The registry reads ``name()``, ``schedule()`` and ``misfire_policy()`` once, when it is built.
     """
 
     @abc.abstractmethod

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from ekbatan.distributed_jobs._job_tasks import (
     TaskFailureLog,
     job_handler,
+    job_misfire_policy,
     name_clash,
     qualified,
     refuse_task_name_clashes,
@@ -29,6 +30,7 @@ from ekbatan.distributed_jobs.job import DistributedJob
 from ekbatan.distributed_jobs.scheduler import (
     MIN_MISSED_HEARTBEATS,
     HistoryRetention,
+    MisfirePolicy,
     RecurringTask,
     ScheduledExecutionsFilter,
     Scheduler,
@@ -120,6 +122,7 @@ class JobRegistryBuilder:
         self._customizers: list[Callable[[SchedulerBuilder], Any]] = []
         self._history: HistoryRetention | None = None
         self._keep_task_data = False
+        self._misfire: MisfirePolicy | None = None
 
     def connection_provider(self, provider: sa.Engine | EngineProvider) -> JobRegistryBuilder:
         """A dedicated, small pool for the scheduler (it polls continuously). You own its lifecycle."""
@@ -139,6 +142,12 @@ class JobRegistryBuilder:
         if any(job is None for job in jobs):
             raise ValueError(f"jobs contains a None job: {jobs!r}")
         self._jobs.extend(jobs)
+        return self
+
+    def misfire_policy(self, policy: MisfirePolicy | str) -> JobRegistryBuilder:
+        """The misfire policy of every job that names none itself (``misfire_policy()`` on the
+        job); unset: ``run_once``, db-scheduler's behaviour."""
+        self._misfire = policy if isinstance(policy, MisfirePolicy) else MisfirePolicy.parse(policy)
         return self
 
     def with_tasks(self, tasks: Iterable[Task[Any]]) -> JobRegistryBuilder:
@@ -261,7 +270,11 @@ class JobRegistryBuilder:
                 raise ValueError(f"DistributedJob {name!r} returned None from schedule(); return a Schedule")
             if not schedule.is_disabled:
                 must_register.append(name)
-            tasks.append(Tasks.recurring(name, schedule).execute(job_handler(job, name)))
+            recurring = Tasks.recurring(name, schedule)
+            policy = job_misfire_policy(job, name) or self._misfire
+            if policy is not None:
+                recurring.misfire(policy)
+            tasks.append(recurring.execute(job_handler(job, name)))
         if self._poll_interval is not None and self._poll_interval <= timedelta(0):
             raise ValueError(
                 f"poll_interval must be positive, got {self._poll_interval}; a zero or negative interval would "

@@ -38,6 +38,11 @@ def apply_jobs_settings(builder: B, jobs: JobsConfig) -> B:
             call(value)
     if jobs.history is not None:
         _apply_history(builder, jobs.history)
+    if jobs.misfire_policy is not None:
+        try:
+            builder.misfire_policy(jobs.misfire_policy)
+        except ValueError as e:
+            raise ValueError(f"ekbatan.jobs.misfire-policy: {e}") from None
     return builder
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from pydantic import ConfigDict, field_validator
@@ -14,6 +15,8 @@ from ekbatan.core.config.key_folding import KeyFoldingModel
 # The engine's own minimum (SchedulerBuilder.missed_heartbeats_limit), repeated here because
 # settings load without the engine: refused at load, the error names the key and the file.
 MIN_MISSED_HEARTBEATS_LIMIT = 4
+#: the shapes of a misfire policy (the engine checks the argument when the registry is built)
+_MISFIRE_FORM = re.compile(r"run_once|skip(\|[^|]+)?|run_all(\|[1-9][0-9]*)?", re.ASCII)
 
 
 class JobsHistoryConfig(KeyFoldingModel):
@@ -55,6 +58,19 @@ class JobsConfig(KeyFoldingModel):
     shutdown_max_wait: IsoDuration | None = None
     missed_heartbeats_limit: int | None = None
     history: JobsHistoryConfig | None = None
+    #: the misfire policy of every DistributedJob that names none itself (the engine reads the
+    #: argument: the grace of ``skip|PT30S``, the limit of ``run_all|10``)
+    misfire_policy: str | None = None
+
+    @field_validator("misfire_policy")
+    @classmethod
+    def _a_misfire_form(cls, value: str | None) -> str | None:
+        if value is not None and not _MISFIRE_FORM.fullmatch(value):
+            raise ValueError(
+                f"unrecognized misfire policy {value!r}; write run_once (the default), skip, skip|PT30S "
+                "(skip a run more than the grace late), run_all or run_all|10 (catch up at most 10 missed slots)"
+            )
+        return value
 
     @field_validator("polling_interval")
     @classmethod

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting, ExecutionContext
     from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
     from ekbatan.distributed_jobs.scheduler._tasks.completion import CompletionHandler
+    from ekbatan.distributed_jobs.scheduler.schedules import MissedSlots
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.listener")
 
@@ -59,6 +60,10 @@ class SchedulerListener:
 
     def on_candidate_event(self, event: CandidateEventType) -> None: ...
 
+    def on_slots_missed(self, execution: Execution, missed: MissedSlots) -> None:
+        """Slots of a recurring execution that its misfire policy leaves unrun (after the row
+        moved on to ``missed.next_time``)."""
+
 
 _CALLBACKS = (
     "on_execution_scheduled",
@@ -68,6 +73,7 @@ _CALLBACKS = (
     "on_execution_failed_heartbeat",
     "on_scheduler_event",
     "on_candidate_event",
+    "on_slots_missed",
 )
 
 
@@ -121,6 +127,9 @@ class Listeners(SchedulerListener):
 
     def on_candidate_event(self, event: CandidateEventType) -> None:
         self._each("on_candidate_event", event)
+
+    def on_slots_missed(self, execution: Execution, missed: MissedSlots) -> None:
+        self._each("on_slots_missed", execution, missed)
 
 
 class ExecutionChain:

@@ -83,6 +83,7 @@ def _summary_dict(s: TaskHistorySummary) -> dict[str, Any]:
         "p95_ms": s.p95_ms,
         "last_finished": _iso(s.last_finished),
         "last_result": None if s.last_result is None else s.last_result.value,
+        "missed_slots": s.missed,
     }
 
 
@@ -114,10 +115,10 @@ def _summary_table(summary: list[TaskHistorySummary], window: timedelta) -> str:
     if not summary:
         return f"no runs recorded in the last {hours:g} h"
     table = render_table(
-        ("TASK", "RUNS", "FAILURES", "P50", "P95", "LAST RUN", "LAST RESULT"),
+        ("TASK", "RUNS", "FAILURES", "MISSED", "P50", "P95", "LAST RUN", "LAST RESULT"),
         [
-            (s.task_name, s.runs, s.failures, _ms(s.p50_ms), _ms(s.p95_ms), format_time(s.last_finished),
-             None if s.last_result is None else s.last_result.value)
+            (s.task_name, s.runs, s.failures, s.missed, _ms(s.p50_ms), _ms(s.p95_ms),
+             format_time(s.last_finished), None if s.last_result is None else s.last_result.value)
             for s in summary
         ],
     )  # fmt: skip

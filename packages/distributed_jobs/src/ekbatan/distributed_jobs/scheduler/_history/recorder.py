@@ -22,7 +22,7 @@ from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._tasks.builders import Tasks
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations, dead_lettered
-from ekbatan.distributed_jobs.scheduler.schedules import Schedules
+from ekbatan.distributed_jobs.scheduler.schedules import MissedSlots, Schedules
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.history")
 
@@ -65,6 +65,17 @@ class ExecutionHistory(SchedulerListener):
         result = RunResult.REVIVED if ops.outcome in ("rescheduled", "replaced") else RunResult.ABANDONED
         self._record(execution, result, execution.last_heartbeat, now, None)
 
+    def on_slots_missed(self, execution: Execution, missed: MissedSlots) -> None:
+        self._record(
+            execution,
+            RunResult.MISSED,
+            None,
+            self.clock.now(),
+            None,
+            message=f"{missed.describe()}; next run at {missed.next_time.isoformat()}",
+            execution_time=missed.first,
+        )
+
     def _record(
         self,
         execution: Execution,
@@ -72,6 +83,9 @@ class ExecutionHistory(SchedulerListener):
         started: datetime | None,
         finished: datetime,
         cause: BaseException | None,
+        *,
+        message: str | None = None,
+        execution_time: datetime | None = None,
     ) -> None:
         assert self.writer is not None, "bind() first"
         error = ErrorRecord.of(cause)
@@ -79,7 +93,7 @@ class ExecutionHistory(SchedulerListener):
             {
                 "task_name": execution.task_name,
                 "task_instance": execution.instance_id,
-                "execution_time": execution.execution_time,
+                "execution_time": execution_time or execution.execution_time,
                 "picked_by": execution.picked_by,
                 "version": execution.version,
                 "started": started,
@@ -90,7 +104,7 @@ class ExecutionHistory(SchedulerListener):
                 "result": result,
                 "attempt": execution.consecutive_failures + 1,
                 "error_class": error.error_class,
-                "error_message": error.message,
+                "error_message": message or error.message,
                 "error_traceback": error.traceback,
                 "task_data": execution.raw_data if self.settings.keep_task_data else None,
             }

@@ -23,6 +23,9 @@ class RunResult(enum.StrEnum):
     REVIVED = "revived"
     #: its worker stopped heartbeating mid-run; the dead-execution handler dropped it
     ABANDONED = "abandoned"
+    #: not a run: slots of a recurring execution that its misfire policy left unrun (how many,
+    #: and which, in the message; the execution time is the first of them)
+    MISSED = "missed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +98,8 @@ class HistoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class TaskHistorySummary:
-    """A task's runs in the window read: how many, how many failed, durations, the last run."""
+    """A task's runs in the window read: how many, how many failed, durations, the last run,
+    and how many of its slots were missed (recorded apart from its runs)."""
 
     task_name: str
     runs: int
@@ -104,3 +108,4 @@ class TaskHistorySummary:
     p95_ms: float | None
     last_finished: datetime | None
     last_result: RunResult | None
+    missed: int = 0

@@ -153,17 +153,23 @@ class HistoryTable:
         """Per task name since ``since``: runs, failures, p50/p95 duration of its newest runs
         (at most :data:`SUMMARY_SAMPLE`), and its last run."""
         d = self.dialect
+        # a missed-slots row is not a run: counted apart, and never the "last run"
         counts = sa.text(
-            "SELECT task_name, COUNT(*), SUM(CASE WHEN result = 'succeeded' THEN 0 ELSE 1 END), MAX(finished) "
+            "SELECT task_name, SUM(CASE WHEN result = 'missed' THEN 0 ELSE 1 END), "
+            "SUM(CASE WHEN result IN ('succeeded', 'missed') THEN 0 ELSE 1 END), "
+            "MAX(CASE WHEN result = 'missed' THEN NULL ELSE finished END), "
+            "SUM(CASE WHEN result = 'missed' THEN 1 ELSE 0 END) "
             f"FROM {self.name} WHERE finished >= :since GROUP BY task_name ORDER BY task_name"
         )
         durations = sa.text(
             f"SELECT duration_ms, result FROM {self.name} WHERE task_name = :task_name AND finished >= :since "
-            f"ORDER BY finished DESC{d.limit(SUMMARY_SAMPLE)}"
+            f"AND result <> 'missed' ORDER BY finished DESC{d.limit(SUMMARY_SAMPLE)}"
         )
         summaries = []
         with self.repository._reading() as conn:
-            for name, runs, failures, last in conn.execute(counts, {"since": d.encode_time(since)}).all():
+            for name, runs, failures, last, missed in conn.execute(
+                counts, {"since": d.encode_time(since)}
+            ).all():
                 rows = conn.execute(durations, {"task_name": name, "since": d.encode_time(since)}).all()
                 taken = sorted(r[0] for r in rows if r[0] is not None)
                 summaries.append(
@@ -175,6 +181,7 @@ class HistoryTable:
                         p95_ms=_percentile(taken, 0.95),
                         last_finished=d.decode_time(last),
                         last_result=RunResult(rows[0][1]) if rows else None,
+                        missed=int(missed or 0),
                     )
                 )
         return summaries

@@ -42,6 +42,7 @@ from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._tasks.completion import CompletionHandler, OnCompleteRemove
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler.schedules import MissedSlots
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.execution")
 
@@ -172,6 +173,10 @@ class ExecutionRunner:
             log.error("picked execution %s of an unknown task; it stays picked", execution)
             listeners.on_scheduler_event(SchedulerEventType.UNEXPECTED_ERROR)
             return
+        missed = task.missed_at_start(execution, now)
+        if missed is not None:
+            self._skip_missed(execution, missed)  # its misfire policy says: too late to run
+            return
         instance: TaskInstance[Any] = TaskInstance(
             execution.task_name,
             execution.instance_id,
@@ -188,7 +193,12 @@ class ExecutionRunner:
             time_started = self.clock.now()
             ctx = ExecutionContext(self.state, execution, self._client_factory(), currently)
             ops = ExecutionOperations(
-                self.repository, execution, self.serializer, self._ops_scheduled, self.remover
+                self.repository,
+                execution,
+                self.serializer,
+                self._ops_scheduled,
+                self.remover,
+                on_missed=listeners.on_slots_missed,
             )
             try:
                 if self.interceptors:
@@ -214,6 +224,32 @@ class ExecutionRunner:
                 self._completed(complete, None)
         finally:
             self.registry.remove(token)
+
+    def _skip_missed(self, execution: Execution, missed: MissedSlots) -> None:
+        """Move a recurring execution past slots it is too late for, without running it: its
+        bookkeeping (last success, failures, data) stays as it was."""
+        try:
+            self.repository.reschedule(
+                execution,
+                missed.next_time,
+                last_success=execution.last_success,
+                last_failure=execution.last_failure,
+                consecutive_failures=execution.consecutive_failures,
+            )
+        except ExecutionError as lost:
+            log.warning(
+                "skipping missed slots of %s not recorded: the row changed meanwhile: %s", execution, lost
+            )
+            return
+        except Exception as error:
+            if not is_database_error(error):
+                raise
+            self.write_failures.failed(error)  # left picked: revived as dead, then looked at again
+            return
+        self.write_failures.succeeded()
+        log.info("%s: %s; next run at %s", execution, missed.describe(), missed.next_time.isoformat())
+        self._ops_scheduled(execution.task_name, execution.instance_id, missed.next_time)
+        self.listeners.on_slots_missed(execution, missed)
 
     def _completed(self, complete: ExecutionComplete, error: BaseException | None) -> None:
         listeners = self.listeners

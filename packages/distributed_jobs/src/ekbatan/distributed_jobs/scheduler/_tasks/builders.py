@@ -18,7 +18,7 @@ from ekbatan.distributed_jobs.scheduler._tasks.failure import (
     OnFailureRescheduleUsingTaskDataSchedule,
     OnFailureRetryLater,
 )
-from ekbatan.distributed_jobs.scheduler.schedules import PlainScheduleAndData, Schedule
+from ekbatan.distributed_jobs.scheduler.schedules import MisfirePolicy, PlainScheduleAndData, Schedule
 
 if TYPE_CHECKING:
     pass
@@ -79,6 +79,7 @@ class RecurringTaskBuilder(_Builder[T]):
         self._schedule = schedule
         self._initial_data: Any = None
         self._on_startup = True
+        self._misfire: MisfirePolicy | None = None
 
     def initial_data(self, data: T) -> RecurringTaskBuilder[T]:
         self._initial_data = data
@@ -86,6 +87,19 @@ class RecurringTaskBuilder(_Builder[T]):
 
     def on_failure_reschedule(self) -> RecurringTaskBuilder[T]:
         self._failure = OnFailureReschedule(self._schedule)
+        return self
+
+    def misfire(self, policy: MisfirePolicy | str) -> RecurringTaskBuilder[T]:
+        """What becomes of slots that pass without a run: ``MisfirePolicy.run_once()`` (the
+        default), ``.skip(grace)`` or ``.run_all(limit)``, or their string forms (``"skip|PT30S"``)."""
+        if isinstance(policy, str):
+            policy = MisfirePolicy.parse(policy)
+        elif not isinstance(policy, MisfirePolicy):
+            raise TypeError(
+                f"misfire policy must be a MisfirePolicy or its string form, not {type(policy).__name__}; "
+                "write e.g. MisfirePolicy.skip(timedelta(minutes=5)) or 'skip|PT5M'"
+            )
+        self._misfire = policy
         return self
 
     def do_not_schedule_on_startup(self) -> RecurringTaskBuilder[T]:
@@ -104,6 +118,7 @@ class RecurringTaskBuilder(_Builder[T]):
             initial_data=self._initial_data,
             schedule_on_startup=self._on_startup,
             stateful=stateful,
+            misfire=self._misfire,
         )
 
     def execute(self, handler: Handler) -> RecurringTask[T]:

@@ -10,7 +10,9 @@ from ekbatan.distributed_jobs.scheduler._execution import ExecutionComplete
 from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
 from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler.schedules import Schedule
+from ekbatan.distributed_jobs.scheduler.schedules import MisfirePolicy, Schedule
+
+_RUN_ONCE = MisfirePolicy.run_once()
 
 
 @runtime_checkable
@@ -29,14 +31,25 @@ class OnCompleteRemove:
 
 
 class OnCompleteReschedule:
-    """Move the row to the schedule's next slot after completion, optionally with new data."""
+    """Move the row to the schedule's next slot after completion, optionally with new data.
 
-    def __init__(self, schedule: Schedule, new_data: Any = KEEP_DATA) -> None:
+    ``misfire`` decides which slot that is when slots passed meanwhile (the default,
+    ``run_once``: the first slot after the run ended); the slots left unrun are reported.
+    """
+
+    def __init__(
+        self, schedule: Schedule, new_data: Any = KEEP_DATA, misfire: MisfirePolicy = _RUN_ONCE
+    ) -> None:
         self.schedule = schedule
         self.new_data = new_data
+        self.misfire = misfire
 
     def complete(self, complete: ExecutionComplete, ops: ExecutionOperations) -> None:
-        ops.reschedule(complete, self.schedule.next_execution_time(complete.time_done), self.new_data)
+        scheduled = complete.execution.execution_time
+        next_time, missed = self.misfire.after_run(self.schedule, scheduled, complete.time_done)
+        ops.reschedule(complete, next_time, self.new_data)
+        if missed is not None:
+            ops.slots_missed(missed)
 
     def __repr__(self) -> str:
         return f"OnCompleteReschedule({self.schedule!r})"

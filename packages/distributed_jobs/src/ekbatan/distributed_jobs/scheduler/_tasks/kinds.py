@@ -31,11 +31,12 @@ from ekbatan.distributed_jobs.scheduler._tasks.dead_execution import (
 from ekbatan.distributed_jobs.scheduler._tasks.failure import (
     FailureHandler,
 )
-from ekbatan.distributed_jobs.scheduler.schedules import Schedule
+from ekbatan.distributed_jobs.scheduler.schedules import MisfirePolicy, MissedSlots, Schedule
 
 if TYPE_CHECKING:
     from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
     from ekbatan.distributed_jobs.scheduler._context import ExecutionContext
+    from ekbatan.distributed_jobs.scheduler._execution import Execution
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.tasks")
 
@@ -94,6 +95,11 @@ class Task(Generic[T]):
         """Turn what the handler returned into what happens to the row."""
         raise NotImplementedError
 
+    def missed_at_start(self, execution: Execution, now: datetime) -> MissedSlots | None:
+        """Before a run starts: the slots its misfire policy skips instead of running it (None:
+        run it). Only recurring tasks have slots to miss."""
+        return None
+
     def on_startup(self, client: SchedulerClient, now: datetime) -> None:
         """Called synchronously by ``Scheduler.start()`` for tasks given to ``start_tasks``."""
 
@@ -126,6 +132,7 @@ class RecurringTask(Task[T]):
         initial_data: Any = None,
         schedule_on_startup: bool = True,
         stateful: bool = False,
+        misfire: MisfirePolicy | None = None,
     ) -> None:
         if schedule is None:
             raise ValueError(f"recurring task {name!r} needs a schedule, got None")
@@ -134,16 +141,22 @@ class RecurringTask(Task[T]):
         self.initial_data = initial_data
         self.schedule_on_startup = schedule_on_startup
         self.stateful = stateful
-        self._reschedule = None if schedule.is_disabled else OnCompleteReschedule(schedule)
+        self.misfire = misfire or MisfirePolicy.run_once()
+        self._reschedule = (
+            None if schedule.is_disabled else OnCompleteReschedule(schedule, misfire=self.misfire)
+        )
 
     def default_instance(self) -> TaskInstance[T]:
         return self.instance(RECURRING_INSTANCE, self.initial_data)
 
     def completion_for(self, result: Any) -> CompletionHandler:
         if self.stateful:
-            return OnCompleteReschedule(self.schedule, result)
+            return OnCompleteReschedule(self.schedule, result, self.misfire)
         # None for a disabled schedule, whose row start-up removes: it has no next run to go to
         return self._reschedule  # type: ignore[return-value]
+
+    def missed_at_start(self, execution: Execution, now: datetime) -> MissedSlots | None:
+        return self.misfire.missed_at_start(self.schedule, execution.execution_time, now)
 
     def on_startup(self, client: SchedulerClient, now: datetime) -> None:
         if not self.schedule_on_startup:

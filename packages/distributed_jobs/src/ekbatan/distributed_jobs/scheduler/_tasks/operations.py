@@ -15,6 +15,7 @@ from ekbatan.distributed_jobs.scheduler._serializers import Serializer
 from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord, HoldState
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
+from ekbatan.distributed_jobs.scheduler.schedules import MissedSlots
 
 #: the execution a failure handler on this thread just kept dead: the history's recorder, called
 #: on the same thread right after the handler, records that run as ``dead`` rather than ``failed``
@@ -29,8 +30,10 @@ class ExecutionOperations:
         serializer: Serializer,
         on_scheduled: Callable[[str, str, datetime], None] | None = None,
         remover: Callable[[Execution], None] | None = None,
+        on_missed: Callable[[Execution, MissedSlots], None] | None = None,
     ) -> None:
         self.repository = repository
+        self._on_missed = on_missed
         self.execution = execution
         self.serializer = serializer
         self._on_scheduled = on_scheduled
@@ -90,6 +93,11 @@ class ExecutionOperations:
         self.outcome = "rescheduled"
         if self._on_scheduled is not None:
             self._on_scheduled(e.task_name, e.instance_id, next_time)
+
+    def slots_missed(self, missed: MissedSlots) -> None:
+        """Report slots of this recurring execution that will not run (its misfire policy)."""
+        if self._on_missed is not None:
+            self._on_missed(self.execution, missed)
 
     def remove_and_schedule_new(self, instance: TaskInstance[Any], execution_time: datetime) -> None:
         """Replace this execution by ``instance`` at ``execution_time`` (one atomic update)."""

@@ -15,13 +15,16 @@ from .cron import CronSchedule
 from .daily import Daily, parse_time_of_day
 from .disabled import DisabledSchedule
 from .fixed_delay import FixedDelay
+from .fixed_rate import FixedRate
 
 EXAMPLES = (
-    "[FIXED_DELAY|120s, FIXED_DELAY|PT2M, DAILY|12:00, DAILY|12:00,13:45, DAILY|12:00,13:45|Europe/Rome, -]"
+    "[FIXED_DELAY|120s, FIXED_DELAY|PT2M, FIXED_RATE|30s, FIXED_RATE|PT1H, DAILY|12:00, DAILY|12:00,13:45, "
+    "DAILY|12:00,13:45|Europe/Rome, CRON|0 */5 * * * *, -]"
 )
 DELAY_FORMS = "whole seconds as <N>s (e.g. 10s) or an ISO-8601 duration (e.g. PT10S, PT0.5S, PT5M, PT1H)"
 
 _FIXED_DELAY = re.compile(r"FIXED_DELAY\|(.*)", re.DOTALL)
+_FIXED_RATE = re.compile(r"FIXED_RATE\|(.*)", re.DOTALL)
 _SECONDS = re.compile(r"([0-9]+)s", re.ASCII)
 # Java's Duration.parse grammar, which configuration also reads: [+-]P[nD][T[nH][nM][n[.f]S]],
 # case-insensitive, each number with its own optional sign, at most 9 fractional digits.
@@ -49,6 +52,7 @@ def parse_schedule(text: str) -> Schedule:
     ==================================  =====================================================
     ``FIXED_DELAY|<N>s``                ``FixedDelay.of_seconds(N)``; ``0s`` is rejected
     ``FIXED_DELAY|<ISO-8601>``          ``FixedDelay(duration)``, e.g. ``PT10S``; must be positive
+    ``FIXED_RATE|<N>s`` or ``<ISO>``   ``FixedRate(period)`` (extension), e.g. ``FIXED_RATE|PT1H``
     ``DAILY|HH:MM[,HH:MM...][|Zone]``   ``Daily(times..., zone=Zone or "UTC")``
     ``-``                               ``DisabledSchedule()``
     ``CRON|<pattern>[|Zone]``           ``CronSchedule(pattern, Zone or "UTC")`` (extension)
@@ -64,6 +68,11 @@ def parse_schedule(text: str) -> Schedule:
     if match := _FIXED_DELAY.fullmatch(text):
         try:
             return _fixed_delay(match.group(1))
+        except ValueError as e:
+            raise ValueError(f"invalid schedule {text!r}: {e}") from None
+    if match := _FIXED_RATE.fullmatch(text):
+        try:
+            return FixedRate(_positive_duration(match.group(1), "period"))
         except ValueError as e:
             raise ValueError(f"invalid schedule {text!r}: {e}") from None
     if match := _DAILY.fullmatch(text):
@@ -86,15 +95,23 @@ def parse_schedule(text: str) -> Schedule:
 def _fixed_delay(value: str) -> FixedDelay:
     if seconds := _SECONDS.fullmatch(value):
         return FixedDelay.of_seconds(int(seconds.group(1)))
-    delay = _iso_duration(value)
-    if delay is None:
-        raise ValueError(f"the delay {value!r} is neither of its two forms; write {DELAY_FORMS}")
-    if delay <= timedelta(0):
-        raise ValueError(f"a fixed delay must be positive, got {value!r}; write {DELAY_FORMS}")
-    return FixedDelay(delay)
+    return FixedDelay(_positive_duration(value, "delay"))
 
 
-def _iso_duration(text: str) -> timedelta | None:
+def _positive_duration(value: str, what: str) -> timedelta:
+    """``120s`` or an ISO-8601 duration, positive (the amount of a fixed delay or rate)."""
+    if seconds := _SECONDS.fullmatch(value):
+        amount = timedelta(seconds=int(seconds.group(1)))
+    elif (parsed := iso_duration(value)) is not None:
+        amount = parsed
+    else:
+        raise ValueError(f"the {what} {value!r} is neither of its two forms; write {DELAY_FORMS}")
+    if amount <= timedelta(0):
+        raise ValueError(f"a fixed {what} must be positive, got {value!r}; write {DELAY_FORMS}")
+    return amount
+
+
+def iso_duration(text: str) -> timedelta | None:
     """``"PT10S"`` → ``timedelta(seconds=10)``; None when ``text`` is outside the grammar.
 
     The engine depends on SQLAlchemy only, so it reads the durations itself rather than through
