@@ -34,6 +34,7 @@ import inspect
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 
 from ekbatan.distributed_jobs.scheduler import (
@@ -87,13 +88,16 @@ class TaskOptions(TypedDict, total=False):
       follow ``on_failure`` (or the default). To delete it instead, pass
       ``on_failure=FailureHandlers.max_retries(n).retry_every(...).then_remove()``;
     * ``on_dead_execution`` — ``ReviveDeadExecution()`` (the default: run it again) or
-      ``CancelDeadExecution()`` (remove it) for an execution whose worker stopped heartbeating.
+      ``CancelDeadExecution()`` (remove it) for an execution whose worker stopped heartbeating;
+    * ``timeout`` — a ``timedelta`` after which a run ends as failed (an ``async`` body is
+      cancelled; a thread body is told through ``ctx`` and its outcome discarded).
     """
 
     priority: int
     on_failure: FailureHandler
     max_retries: int
     on_dead_execution: DeadExecutionHandler
+    timeout: timedelta
 
 
 _OPTION_NAMES = frozenset(TaskOptions.__annotations__)
@@ -110,6 +114,7 @@ class TaskDefinition(Generic[T]):
     on_failure: FailureHandler | None = None
     max_retries: int | None = None
     on_dead_execution: DeadExecutionHandler | None = None
+    timeout: timedelta | None = None
     #: ``module.qualname`` of the decorated function or class, for messages
     defined_as: str = ""
     #: the module the decorated function or class was defined in (discovery's "defined here")
@@ -135,6 +140,8 @@ class TaskDefinition(Generic[T]):
             builder.on_failure(failure)
         if self.on_dead_execution is not None:
             builder.on_dead_execution(self.on_dead_execution)
+        if self.timeout is not None:
+            builder.timeout(self.timeout)
         task: Task[T] = builder.execute(handler)
         setattr(task, _MARK, self)
         return task
@@ -224,8 +231,14 @@ class TaskMarker(Generic[T, K]):
                 f"task {name!r}: on_dead_execution takes ReviveDeadExecution() or CancelDeadExecution(), "
                 f"got {dead!r}"
             )
+        timeout = options.get("timeout")
+        if timeout is not None:
+            try:
+                Tasks.one_time(name).timeout(timeout)  # the engine's own check
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"task {name!r}: {e}") from None
         self._definition: TaskDefinition[T] = TaskDefinition(
-            kind, name, data_type, priority, failure, retries, dead
+            kind, name, data_type, priority, failure, retries, dead, timeout
         )
 
     @overload

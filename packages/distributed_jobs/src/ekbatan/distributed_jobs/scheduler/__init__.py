@@ -20,6 +20,7 @@ from ekbatan.distributed_jobs.scheduler._context import (
 from ekbatan.distributed_jobs.scheduler._errors import (
     DataClassMismatchError,
     ExecutionError,
+    ExecutionTimeoutError,
     FailedToScheduleBatchError,
     HoldError,
     SchedulerError,
@@ -179,6 +180,7 @@ __all__ = [
     "HeldExecution",
     "HistoryEntry",
     "HistoryRetention",
+    "ExecutionTimeoutError",
     "HoldError",
     "HoldState",
     "JsonSerializer",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ekbatan.distributed_jobs.scheduler._clock import Clock
+from ekbatan.distributed_jobs.scheduler._errors import ExecutionTimeoutError
 from ekbatan.distributed_jobs.scheduler._execution import Execution
 
 if TYPE_CHECKING:
@@ -125,6 +126,13 @@ class ExecutionContext:
     execution: Execution
     scheduler_client: SchedulerClient
     currently_executing: CurrentlyExecuting
+    #: when the task's timeout ends this run (the scheduler's clock, UTC); None: no timeout
+    deadline: datetime | None = None
+    #: the task's timeout the deadline comes from (None: none)
+    timeout: timedelta | None = None
+    #: set once the run is past its deadline: a thread body may wait on it as a sleep that ends
+    #: early (``ctx.cancellation.wait(5)``)
+    cancellation: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def heartbeat_state(self) -> HeartbeatState:
@@ -144,3 +152,24 @@ class ExecutionContext:
     @property
     def is_shutting_down(self) -> bool:
         return self.scheduler_state.is_shutting_down
+
+    # -- the task's timeout: what a thread body checks (an async body is cancelled instead) --
+    @property
+    def is_cancelled(self) -> bool:
+        """True once this run is past its deadline: stop, the run is already recorded as failed."""
+        if self.cancellation.is_set():
+            return True
+        return self.deadline is not None and self.currently_executing._clock.now() >= self.deadline
+
+    def time_left(self) -> timedelta | None:
+        """How long until the deadline (zero once past it); None when the task has no timeout."""
+        if self.deadline is None:
+            return None
+        return max(self.deadline - self.currently_executing._clock.now(), timedelta(0))
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`ExecutionTimeoutError` once past the deadline; call it between steps
+        of long work, so a thread body stops close to its timeout."""
+        if self.is_cancelled:
+            e = self.execution
+            raise ExecutionTimeoutError(e.task_name, e.instance_id, self.timeout)

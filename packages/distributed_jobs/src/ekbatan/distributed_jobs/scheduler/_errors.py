@@ -53,6 +53,19 @@ class HoldError(SchedulerError, ValueError):
     that name, or its key is scheduled again); the message says what to do instead."""
 
 
+class ExecutionTimeoutError(SchedulerError, TimeoutError):
+    """An execution ran past its task's timeout (``.timeout(...)`` on the task's builder).
+
+    Raised into an ``async`` body (which is cancelled), by ``ctx.check_cancelled()`` in a thread
+    body, and recorded as the run's failure, which goes to the task's failure handler."""
+
+    def __init__(self, task_name: str, instance_id: str, timeout: object) -> None:
+        super().__init__(f"execution {task_name}/{instance_id} ran past its timeout of {timeout}")
+        self.task_name = task_name
+        self.instance_id = instance_id
+        self.timeout = timeout
+
+
 class RowLockedError(SchedulerError):
     """A write gave up waiting for a row lock another transaction held past the bound it was
     given (the process holding it may be frozen in the middle of its own write)."""

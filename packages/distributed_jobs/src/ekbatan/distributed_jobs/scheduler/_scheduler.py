@@ -423,6 +423,7 @@ class Scheduler(SchedulerClient):
             self._atexit_registered = False
         if not self._started:
             self.async_runner.stop()  # a manually driven scheduler may have run async handlers
+            self.runner.deadlines.stop()
             return
         log.info("stopping scheduler %s", self.name)
         self.waiter.wake_or_skip_next_wait()
@@ -450,6 +451,7 @@ class Scheduler(SchedulerClient):
             if loop is not None:
                 loop.stop()
         self.async_runner.stop()
+        self.runner.deadlines.stop()
         if self.execution_history is not None:
             self.execution_history.stop()  # after the workers: their runs' rows are written
         self._started = False

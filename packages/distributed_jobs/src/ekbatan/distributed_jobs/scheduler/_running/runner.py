@@ -3,6 +3,7 @@ failure handling, with the bookkeeping and events around them."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 import logging
@@ -19,7 +20,11 @@ from ekbatan.distributed_jobs.scheduler._context import (
     HeartbeatState,
     SchedulerState,
 )
-from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, SerializationError
+from ekbatan.distributed_jobs.scheduler._errors import (
+    ExecutionError,
+    ExecutionTimeoutError,
+    SerializationError,
+)
 from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete, TaskInstanceId
 from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
 from ekbatan.distributed_jobs.scheduler._liveness.outage import (
@@ -37,6 +42,7 @@ from ekbatan.distributed_jobs.scheduler._observability import (
 )
 from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler._running.completion_batches import CompletionBatcher
+from ekbatan.distributed_jobs.scheduler._running.deadlines import DeadlineWatch, Outcome
 from ekbatan.distributed_jobs.scheduler._serializers import Serializer
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._tasks.completion import CompletionHandler, OnCompleteRemove
@@ -45,6 +51,9 @@ from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperat
 from ekbatan.distributed_jobs.scheduler.schedules import MissedSlots
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.execution")
+
+#: seconds a body ending just after its deadline waits for the deadline's record of its run
+RECORD_WAIT = 30.0
 
 #: seconds before a known due time that the poller wakes to claim it. On an idle machine the
 #: first round trip after a sleep costs milliseconds (the CPUs and the server's process wake up
@@ -119,6 +128,8 @@ class ExecutionRunner:
         self.failure_log_stack_trace = failure_log_stack_trace
         self.writer = writer
         self.remover = writer.remove if writer is not None else None
+        #: the deadlines of thread bodies of tasks with a timeout (a thread of its own, on first use)
+        self.deadlines = DeadlineWatch(clock)
         # A database gone under running executions fails every one's result alike: one line
         # for the streak and a count now and then, not a traceback per execution.
         self.write_failures = FailureLog(
@@ -143,11 +154,18 @@ class ExecutionRunner:
 
         return decode
 
-    def _invoke(self, task: Task[Any]) -> Callable[[TaskInstance[Any], ExecutionContext], CompletionHandler]:
+    def _invoke(
+        self, task: Task[Any], outcome: Outcome | None = None
+    ) -> Callable[[TaskInstance[Any], ExecutionContext], CompletionHandler]:
         def terminal(instance: TaskInstance[Any], ctx: ExecutionContext) -> CompletionHandler:
             result = task.handler(instance, ctx)
             if inspect.isawaitable(result):
-                result = self.async_runner.run(_awaited(result))
+                if ctx.deadline is None or outcome is None:
+                    result = self.async_runner.run(_awaited(result))
+                else:
+                    outcome.awaiting = True
+                    left = (ctx.deadline - self.clock.now()).total_seconds()
+                    result = self.async_runner.run(_awaited_until(result, left, ctx))
             return task.completion_for(result)
 
         return terminal
@@ -191,7 +209,10 @@ class ExecutionRunner:
                 listeners.on_candidate_event(CandidateEventType.EXECUTED)
                 listeners.on_execution_start(currently)
             time_started = self.clock.now()
-            ctx = ExecutionContext(self.state, execution, self._client_factory(), currently)
+            deadline = None if task.timeout is None else time_started + task.timeout
+            ctx = ExecutionContext(
+                self.state, execution, self._client_factory(), currently, deadline, task.timeout
+            )
             ops = ExecutionOperations(
                 self.repository,
                 execution,
@@ -200,15 +221,35 @@ class ExecutionRunner:
                 self.remover,
                 on_missed=listeners.on_slots_missed,
             )
+            outcome: Outcome | None = None
+            stop_watching: Callable[[], None] | None = None
+            if deadline is not None:
+                # whichever comes first records the run: the body's end, or its deadline
+                outcome = Outcome()
+                stop_watching = self.deadlines.watch(
+                    deadline,
+                    lambda: self._expired(task, execution, instance, ops, time_started, ctx, outcome, token),
+                )
             try:
                 if self.interceptors:
-                    completion = ExecutionChain(self.interceptors, self._invoke(task)).proceed(instance, ctx)
+                    chain = ExecutionChain(self.interceptors, self._invoke(task, outcome))
+                    completion = chain.proceed(instance, ctx)
                 else:
-                    completion = self._invoke(task)(instance, ctx)
+                    completion = self._invoke(task, outcome)(instance, ctx)
             except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
                     raise
+                if stop_watching is not None:
+                    stop_watching()
+                if outcome is not None and not outcome.claim():
+                    self._after_deadline(execution, outcome, exc)
+                    return
                 self._failed(task, execution, instance, ops, time_started, exc)
+                return
+            if stop_watching is not None:
+                stop_watching()
+            if outcome is not None and not outcome.claim():
+                self._after_deadline(execution, outcome, None)
                 return
             complete = ExecutionComplete.success(execution, time_started, self.clock.now(), instance)
             if self.writer is not None and type(completion) is OnCompleteRemove:
@@ -224,6 +265,46 @@ class ExecutionRunner:
                 self._completed(complete, None)
         finally:
             self.registry.remove(token)
+
+    def _expired(
+        self,
+        task: Task[Any],
+        execution: Execution,
+        instance: TaskInstance[Any],
+        ops: ExecutionOperations,
+        time_started: datetime,
+        ctx: ExecutionContext,
+        outcome: Outcome,
+        token: int,
+    ) -> None:
+        """A run reached its deadline before its body ended: record it as failed now (on the
+        deadline watch's thread). The body is told through ``ctx``; an async one is being
+        cancelled at the same moment, a thread one cannot be stopped."""
+        ctx.cancellation.set()
+        if outcome.awaiting or not outcome.claim():
+            return  # an awaited body is cancelled by its own wait, and its worker records it
+        # the failure handler moves the row on: heartbeats for it would only fail their check
+        self.registry.remove(token)
+        timeout = ExecutionTimeoutError(execution.task_name, execution.instance_id, task.timeout)
+        try:
+            self._failed(task, execution, instance, ops, time_started, timeout)
+        finally:
+            outcome.recorded.set()
+
+    def _after_deadline(self, execution: Execution, outcome: Outcome, error: BaseException | None) -> None:
+        """The body of a run already recorded as failed at its deadline ended: its outcome is
+        discarded (the row has moved on; a write now could undo what the failure handler did).
+        Returns once the deadline's record is written."""
+        outcome.recorded.wait(RECORD_WAIT)
+        if isinstance(error, ExecutionTimeoutError):
+            log.debug("%s stopped at its timeout (recorded as failed at the deadline)", execution)
+            return
+        ended = "returned" if error is None else f"raised {type(error).__name__}: {error}"
+        log.warning(
+            "%s %s after its timeout; recorded as failed at the deadline, this outcome is discarded",
+            execution,
+            ended,
+        )
 
     def _skip_missed(self, execution: Execution, missed: MissedSlots) -> None:
         """Move a recurring execution past slots it is too late for, without running it: its
@@ -319,3 +400,12 @@ class ExecutionRunner:
 
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
+
+
+async def _awaited_until(awaitable: Any, seconds: float, ctx: ExecutionContext) -> Any:
+    """Await an async body until its deadline; past it, cancel it and raise the timeout."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout=max(seconds, 0.0))
+    except TimeoutError:
+        e = ctx.execution
+        raise ExecutionTimeoutError(e.task_name, e.instance_id, ctx.timeout) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ekbatan.distributed_jobs.scheduler._execution import PRIORITY_HIGH, PRIORITY_MEDIUM
 from ekbatan.distributed_jobs.scheduler._tasks.dead_execution import (
@@ -30,8 +30,12 @@ from ekbatan.distributed_jobs.scheduler._tasks.kinds import (
     RecurringTask,
     RecurringTaskWithPersistentSchedule,
     T,
+    Task,
     check_task_name,
+    check_timeout,
 )
+
+K = TypeVar("K", bound=Task[Any])
 
 
 class _Builder(Generic[T]):
@@ -41,6 +45,7 @@ class _Builder(Generic[T]):
         self._priority = default_priority
         self._failure: FailureHandler | None = None
         self._dead: DeadExecutionHandler = ReviveDeadExecution()
+        self._timeout: timedelta | None = None
 
     def on_failure(self, handler: FailureHandler) -> _Builder[T]:
         self._failure = handler
@@ -58,10 +63,22 @@ class _Builder(Generic[T]):
         self._priority = priority
         return self
 
+    def timeout(self, timeout: timedelta) -> _Builder[T]:
+        """End each run after ``timeout``: an ``async`` body is cancelled; a thread body cannot
+        be stopped, so it is told (``ctx.is_cancelled``, ``ctx.check_cancelled()``) and its run
+        is recorded as failed at the deadline (docs/scheduler.md, "Execution timeout")."""
+        self._timeout = check_timeout(timeout)
+        return self
+
+    def _with_options(self, task: K) -> K:
+        """``task`` with the options every kind shares."""
+        task.timeout = self._timeout
+        return task
+
 
 class OneTimeTaskBuilder(_Builder[T]):
     def execute(self, handler: Handler) -> OneTimeTask[T]:
-        return OneTimeTask(
+        task: OneTimeTask[T] = OneTimeTask(
             self._name,
             self._data_type,
             handler,
@@ -69,6 +86,7 @@ class OneTimeTaskBuilder(_Builder[T]):
             self._dead,
             self._priority,
         )
+        return self._with_options(task)
 
 
 class RecurringTaskBuilder(_Builder[T]):
@@ -107,18 +125,20 @@ class RecurringTaskBuilder(_Builder[T]):
         return self
 
     def _build(self, handler: Handler, stateful: bool) -> RecurringTask[T]:
-        return RecurringTask(
-            self._name,
-            self._schedule,
-            self._data_type,
-            handler,
-            self._failure or OnFailureReschedule(self._schedule),
-            self._dead,
-            self._priority,
-            initial_data=self._initial_data,
-            schedule_on_startup=self._on_startup,
-            stateful=stateful,
-            misfire=self._misfire,
+        return self._with_options(
+            RecurringTask(
+                self._name,
+                self._schedule,
+                self._data_type,
+                handler,
+                self._failure or OnFailureReschedule(self._schedule),
+                self._dead,
+                self._priority,
+                initial_data=self._initial_data,
+                schedule_on_startup=self._on_startup,
+                stateful=stateful,
+                misfire=self._misfire,
+            )
         )
 
     def execute(self, handler: Handler) -> RecurringTask[T]:
@@ -134,14 +154,16 @@ class PersistentScheduleTaskBuilder(_Builder[T]):
         super().__init__(name, data_type, PRIORITY_HIGH)
 
     def _build(self, handler: Handler, stateful: bool) -> RecurringTaskWithPersistentSchedule[T]:
-        return RecurringTaskWithPersistentSchedule(
-            self._name,
-            self._data_type,
-            handler,
-            self._failure or OnFailureRescheduleUsingTaskDataSchedule(),
-            self._dead,
-            self._priority,
-            stateful=stateful,
+        return self._with_options(
+            RecurringTaskWithPersistentSchedule(
+                self._name,
+                self._data_type,
+                handler,
+                self._failure or OnFailureRescheduleUsingTaskDataSchedule(),
+                self._dead,
+                self._priority,
+                stateful=stateful,
+            )
         )
 
     def execute(self, handler: Handler) -> RecurringTaskWithPersistentSchedule[T]:
@@ -174,15 +196,17 @@ class CustomTaskBuilder(_Builder[T]):
         return self
 
     def execute(self, handler: Handler) -> CustomTask[T]:
-        return CustomTask(
-            self._name,
-            self._data_type,
-            handler,
-            self._failure or OnFailureRetryLater(),
-            self._dead,
-            self._priority,
-            default_execution_time=self._default_time,
-            startup=self._startup,
+        return self._with_options(
+            CustomTask(
+                self._name,
+                self._data_type,
+                handler,
+                self._failure or OnFailureRetryLater(),
+                self._dead,
+                self._priority,
+                default_execution_time=self._default_time,
+                startup=self._startup,
+            )
         )
 
 

@@ -63,6 +63,17 @@ def check_task_name(name: str) -> str:
     return name
 
 
+def check_timeout(timeout: object) -> timedelta:
+    if not isinstance(timeout, timedelta):
+        raise TypeError(
+            f"a task timeout must be a datetime.timedelta, not {type(timeout).__name__}; "
+            "write e.g. timedelta(minutes=5)"
+        )
+    if timeout <= timedelta(0):
+        raise ValueError(f"a task timeout must be positive, got {timeout!r}; write e.g. timedelta(minutes=5)")
+    return timeout
+
+
 class Task(Generic[T]):
     """Common parts of every task kind."""
 
@@ -81,6 +92,8 @@ class Task(Generic[T]):
         self.failure_handler = failure_handler
         self.dead_execution_handler = dead_execution_handler
         self.default_priority = default_priority
+        #: how long one run may take (None: no limit); set with the builder's ``timeout(...)``
+        self.timeout: timedelta | None = None
 
     def instance(self, id: str, data: T | None = None, *, priority: int | None = None) -> TaskInstance[T]:
         return TaskInstance(
