@@ -16,6 +16,9 @@ instance id ``0`` … ``N-1``, so that counting does not grow the process): the 
 then carries them, base64, as ``tally``; ``work`` then does not sleep either. ``--strategy
 lock_and_fetch`` polls with that strategy instead of the engine's default.
 
+``--pass-file PATH`` adds ``flaky`` (one-time): it records its run, then fails unless PATH exists;
+after one retry it is kept as a dead letter (``max_retries(1)``, retried at once).
+
 ``--priority`` enables priorities (recurring tasks before one-time ones when both are due).
 ``--clock-offset-ms`` runs the scheduler on a clock that many milliseconds ahead of the system's.
 
@@ -40,6 +43,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import (
+    FailureHandlers,
     Scheduler,
     SchedulerEventType,
     SchedulerListener,
@@ -50,6 +54,7 @@ from ekbatan.distributed_jobs.scheduler import (
 
 WORK_TASK = "work"
 HOLD_TASK = "hold"
+FLAKY_TASK = "flaky"
 
 METADATA = sa.MetaData()
 FAULT_RUNS = sa.Table(
@@ -101,6 +106,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--priority", action="store_true")
     parser.add_argument("--tally", type=int, default=0)
     parser.add_argument("--strategy", default=None, choices=["fetch", "lock_and_fetch"])
+    parser.add_argument("--pass-file", default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -151,6 +157,16 @@ def main(argv: list[str]) -> int:
         )
         for i in range(args.ticks)
     ]
+
+    def flaky(instance: Any, ctx: Any) -> None:
+        record(instance, ctx)
+        if not os.path.exists(args.pass_file):
+            raise RuntimeError(f"{instance.id}: {args.pass_file} is missing")
+
+    extra = []
+    if args.pass_file is not None:
+        retry_once = FailureHandlers.max_retries(1).retry_every(timedelta(0)).then_dead_letter()
+        extra.append(Tasks.one_time(FLAKY_TASK).on_failure(retry_once).execute(flaky))
     events: dict[str, int] = {}
     lock = threading.Lock()
 
@@ -162,7 +178,7 @@ def main(argv: list[str]) -> int:
     clock = OffsetClock(timedelta(milliseconds=args.clock_offset_ms))
     builder = (
         Scheduler.create(
-            engine, Tasks.one_time(WORK_TASK).execute(work), Tasks.one_time(HOLD_TASK).execute(hold)
+            engine, Tasks.one_time(WORK_TASK).execute(work), Tasks.one_time(HOLD_TASK).execute(hold), *extra
         )
         .start_tasks(*ticks)
         .threads(args.threads)
