@@ -259,3 +259,18 @@ def test_interleaved_rounds_report_their_median_round():
     )
     assert peer["status"] == "failed" and peer["error"] == "exit 1" and peer["p95_ms"] == 9.0
     assert median_round(runs[:1]) is runs[0] and _rounds(runs[0]) == ""
+
+
+def test_pause_poll_times_every_condition_against_its_baseline(pytestconfig):
+    from bench import pause_poll
+
+    # lock-and-fetch, the claim it times, is the servers' strategy: SQLite fetches
+    servers = [d for d in pytestconfig.getoption("--db").split(",") if d in ("postgres", "mariadb")]
+    for dialect in servers:
+        ratios = pause_poll.measure(
+            dialect, rows=pause_poll.PAUSED_EXECUTIONS + 3 * pause_poll.DUE, rounds=1, samples=2
+        )
+        assert set(ratios) == {"lock_and_fetch", "get_due"}
+        for per_condition in ratios.values():
+            assert set(per_condition) == set(pause_poll.CONDITIONS[1:])
+            assert all(len(v) == 1 and _positive(v[0]) for v in per_condition.values())
