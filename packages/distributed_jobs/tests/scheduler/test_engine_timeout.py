@@ -21,6 +21,8 @@ from ekbatan.distributed_jobs.scheduler import (
     Schedules,
     Tasks,
 )
+from ekbatan.distributed_jobs.scheduler._clock import SystemClock
+from ekbatan.distributed_jobs.scheduler._running.deadlines import COMPACT_ABOVE, DeadlineWatch
 from testsupport import EventRecorder, wait_until
 
 TIMEOUT = timedelta(milliseconds=300)
@@ -179,3 +181,43 @@ def test_bad_timeouts_are_refused_saying_what_to_write():
         one_time_task("mail", timeout=timedelta(seconds=-1))
     decorated = one_time_task("mail", timeout=timedelta(seconds=5))(lambda instance, ctx: None)
     assert decorated.timeout == timedelta(seconds=5)
+
+
+def test_an_async_bodys_own_timeout_error_is_its_failure_not_the_tasks_timeout(engine, built, client):
+    async def calls_a_slow_service(instance, ctx) -> None:
+        async with asyncio.timeout(0.01):  # the body's own bound, well inside the task's
+            await asyncio.sleep(30)
+
+    task = Tasks.one_time("own-timeout").timeout(timedelta(seconds=30)).execute(calls_a_slow_service)
+    recorder = EventRecorder()
+    scheduler = build(engine, task, recorder)
+    built.append(scheduler)
+    schedule(client, task)
+
+    started = time.monotonic()
+    assert scheduler.run_any_due_executions() == 1
+    assert time.monotonic() - started < 10
+    [complete] = recorder.completed
+    assert type(complete.cause) is TimeoutError  # not reported as "ran past its timeout of 0:00:30"
+    [run] = client.history("own-timeout")
+    assert run.result.value == "failed" and run.error.error_class == "TimeoutError"
+
+
+def test_the_deadline_watch_forgets_runs_that_ended_before_their_deadline():
+    fired: list[int] = []
+    watch = DeadlineWatch(SystemClock())
+    try:
+        far = datetime.now(UTC) + timedelta(hours=1)
+        for i in range(10_000):  # runs much shorter than a long timeout: each one watched, then ended
+            watch.watch(far, lambda i=i: fired.append(i))()
+        # what they held (execution, data, context) is dropped at once; the heap is compacted
+        assert not watch._callbacks and len(watch._heap) <= 2 * COMPACT_ABOVE
+        done = threading.Event()
+        cancel_due = watch.watch(datetime.now(UTC) + timedelta(milliseconds=50), lambda: fired.append(-1))
+        cancel_due()
+        watch.watch(datetime.now(UTC) + timedelta(milliseconds=100), done.set)
+        assert done.wait(10)
+        cancel_due()  # a late cancel (after its deadline) is harmless
+        assert fired == [] and not watch._callbacks
+    finally:
+        watch.stop()

@@ -156,7 +156,8 @@ class ExecutionContext:
     # -- the task's timeout: what a thread body checks (an async body is cancelled instead) --
     @property
     def is_cancelled(self) -> bool:
-        """True once this run is past its deadline: stop, the run is already recorded as failed."""
+        """True once this run is past its deadline: stop, the run is (or is about to be) recorded
+        as failed. About the timeout only: a stopping scheduler is :attr:`is_shutting_down`."""
         if self.cancellation.is_set():
             return True
         return self.deadline is not None and self.currently_executing._clock.now() >= self.deadline

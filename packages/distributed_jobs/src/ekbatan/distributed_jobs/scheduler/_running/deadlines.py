@@ -23,6 +23,9 @@ log = logging.getLogger("ekbatan.distributed_jobs.scheduler.execution")
 #: move it), so the watch does not trust one long sleep
 LONGEST_WAIT = 0.1
 
+#: below this many entries the heap is not worth compacting
+COMPACT_ABOVE = 64
+
 
 class Outcome:
     """Who records a run's result: its body's return, or its deadline. The first to claim it."""
@@ -52,8 +55,11 @@ class DeadlineWatch:
         self._clock = clock
         self._name = name
         self._condition = threading.Condition()
-        self._heap: list[tuple[datetime, int, Callable[[], None]]] = []
-        self._cancelled: set[int] = set()
+        # The heap holds (deadline, token) only; the callbacks (which hold the run's execution,
+        # data and context) live in a dict a cancel drops them from at once, so a run that ended
+        # long before its deadline keeps nothing alive but a small tuple until it is compacted.
+        self._heap: list[tuple[datetime, int]] = []
+        self._callbacks: dict[int, Callable[[], None]] = {}
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -62,7 +68,8 @@ class DeadlineWatch:
         """Call ``expired`` on the watch's thread at ``deadline``; returns what cancels that."""
         token = next(self._tokens)
         with self._condition:
-            heapq.heappush(self._heap, (deadline, token, expired))
+            heapq.heappush(self._heap, (deadline, token))
+            self._callbacks[token] = expired
             if self._thread is None and not self._stopped:
                 # started on first use: a scheduler whose tasks have no timeout has no such thread
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -71,7 +78,13 @@ class DeadlineWatch:
 
         def cancel() -> None:
             with self._condition:
-                self._cancelled.add(token)
+                self._callbacks.pop(token, None)  # a no-op once it has fired
+                # Most runs end long before their deadline: with a long timeout and many runs
+                # the heap would fill with ended ones. Rebuilt when most of it is stale, so each
+                # entry is copied O(1) times on average.
+                if len(self._heap) > COMPACT_ABOVE and len(self._heap) > 2 * len(self._callbacks):
+                    self._heap = [entry for entry in self._heap if entry[1] in self._callbacks]
+                    heapq.heapify(self._heap)
 
         return cancel
 
@@ -86,18 +99,17 @@ class DeadlineWatch:
         """Wait for the next deadline to pass; the callbacks due (empty when stopped)."""
         with self._condition:
             while not self._stopped:
-                while self._heap and self._heap[0][1] in self._cancelled:
-                    self._cancelled.discard(heapq.heappop(self._heap)[1])
+                while self._heap and self._heap[0][1] not in self._callbacks:
+                    heapq.heappop(self._heap)  # cancelled
                 if self._heap:
                     wait = (self._heap[0][0] - self._clock.now()).total_seconds()
                     if wait <= 0:
                         due = []
                         now = self._clock.now()
                         while self._heap and self._heap[0][0] <= now:
-                            _, token, expired = heapq.heappop(self._heap)
-                            if token in self._cancelled:
-                                self._cancelled.discard(token)
-                            else:
+                            _, token = heapq.heappop(self._heap)
+                            expired = self._callbacks.pop(token, None)
+                            if expired is not None:
                                 due.append(expired)
                         return due
                     self._condition.wait(min(wait, LONGEST_WAIT))

@@ -404,8 +404,14 @@ async def _awaited(awaitable: Any) -> Any:
 
 async def _awaited_until(awaitable: Any, seconds: float, ctx: ExecutionContext) -> Any:
     """Await an async body until its deadline; past it, cancel it and raise the timeout."""
+    scope = asyncio.timeout(max(seconds, 0.0))
     try:
-        return await asyncio.wait_for(awaitable, timeout=max(seconds, 0.0))
+        async with scope:
+            return await awaitable
     except TimeoutError:
+        if not scope.expired():
+            # the body's own TimeoutError (an HTTP client's, an inner asyncio.timeout): its
+            # failure, not the task's timeout; wait_for could not tell the two apart
+            raise
         e = ctx.execution
         raise ExecutionTimeoutError(e.task_name, e.instance_id, ctx.timeout) from None
