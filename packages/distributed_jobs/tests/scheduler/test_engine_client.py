@@ -212,6 +212,17 @@ def test_single_lookup_present_and_absent(client, dialect):
         client.get_scheduled_execution("task-a/1")
 
 
+@pytest.mark.dialects("postgres", "mariadb")
+def test_a_fresh_client_on_a_pool_of_one_connection_reads_and_schedules(engine, database, clock):
+    # Its first statements look the table's columns up first; that must not need a second
+    # connection while the first is held (a pool of one would wait for itself for ever).
+    one = database.engine(pool_size=1, max_overflow=0, pool_timeout=5)
+    assert SchedulerClient(one, [TASK_A], clock=clock).get_scheduled_execution(("task-a", "1")) is None
+    fresh = SchedulerClient(one, [TASK_A], clock=clock)
+    assert fresh.schedule_if_not_exists(TASK_A.instance("1"), T0) is True
+    assert fresh.get_scheduled_execution(("task-a", "1")).execution_time == T0
+
+
 def test_client_with_no_known_tasks_returns_raw_bytes(client, engine, clock, dialect):
     payload = {"to": "ada@example.org", "n": [1, 2]}
     client.schedule(TASK_A.instance("1", payload), T0)

@@ -43,8 +43,9 @@ class TaskRepository(Claims, Completions, Holds):
                 statement = self._sql_insert_and_notify
                 params["payload"] = encode_scheduled(new.execution_time, new.task_name, new.instance_id)
             return self._rowcount(statement, params, connection) == 1
+        select = self._select_one  # before the connection is taken: see get_execution
         with self._tx(connection) as conn:
-            if conn.execute(self._select_one, params).first() is not None:
+            if conn.execute(select, params).first() is not None:
                 return False
             try:
                 conn.execute(self._sql_insert, params)
@@ -53,10 +54,7 @@ class TaskRepository(Claims, Completions, Holds):
                 # Lost the race to another inserter. Under REPEATABLE READ (MySQL's default) a
                 # re-read sees this transaction's snapshot, taken before the winner committed,
                 # so the server's duplicate-key error is the evidence.
-                if (
-                    self.dialect.is_duplicate_key(exc)
-                    or conn.execute(self._select_one, params).first() is not None
-                ):
+                if self.dialect.is_duplicate_key(exc) or conn.execute(select, params).first() is not None:
                     return False
                 raise TaskInstanceError(
                     f"failed to schedule {new.task_name}/{new.instance_id}: {exc.orig}",
@@ -118,10 +116,11 @@ class TaskRepository(Claims, Completions, Holds):
     def get_execution(
         self, task_name: str, instance_id: str, connection: ConnectionLike | None = None
     ) -> Execution | None:
+        # Resolved before a connection is taken: the first use looks the table's columns up on
+        # a connection of its own, which a pool of one would never hand out while this one waits.
+        select = self._select_one
         with self._read(connection) as conn:
-            rows = conn.execute(
-                self._select_one, {"task_name": task_name, "task_instance": instance_id}
-            ).all()
+            rows = conn.execute(select, {"task_name": task_name, "task_instance": instance_id}).all()
         if len(rows) > 1:
             raise TaskInstanceError(
                 f"found {len(rows)} rows for {task_name}/{instance_id}; the primary key is missing",
