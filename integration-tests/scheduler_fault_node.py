@@ -22,9 +22,12 @@ after one retry it is kept as a dead letter (``max_retries(1)``, retried at once
 ``--priority`` enables priorities (recurring tasks before one-time ones when both are due).
 ``--clock-offset-ms`` runs the scheduler on a clock that many milliseconds ahead of the system's.
 
+Each ``fault_runs`` row also has ``due_us``: when the run was due (its execution time).
+
 Commands on stdin: ``start``, ``status`` (a ``status`` line with the scheduler events counted so
-far), ``release``, ``stop`` (a ``report`` line with the events and how long ``stop()`` took; then
-the process exits, abandoning any hung handler). Replies are JSON lines on stdout.
+far, and as ``paused`` the task names it last read as paused), ``release``, ``stop`` (a
+``report`` line with the events and how long ``stop()`` took; then the process exits, abandoning
+any hung handler). Replies are JSON lines on stdout.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import os
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -67,7 +70,12 @@ FAULT_RUNS = sa.Table(
     sa.Column("node", sa.String(50), nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("at_us", sa.BigInteger, nullable=False),
+    # when the run was due (the execution's execution_time), microseconds since the epoch
+    sa.Column("due_us", sa.BigInteger, nullable=True),
 )
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def tick_name(i: int) -> str:
@@ -82,6 +90,10 @@ class OffsetClock(SystemClock):
 
     def now(self) -> datetime:
         return super().now() + self.offset
+
+
+def _epoch_us(instant: datetime) -> int:
+    return (instant - EPOCH) // timedelta(microseconds=1)
 
 
 def _emit(event: str, **fields: Any) -> None:
@@ -130,6 +142,7 @@ def main(argv: list[str]) -> int:
                     node=args.name,
                     version=ctx.execution.version,
                     at_us=time.time_ns() // 1000,
+                    due_us=_epoch_us(ctx.execution.execution_time),
                 )
             )
 
@@ -207,7 +220,7 @@ def main(argv: list[str]) -> int:
             scheduler.start()
             _emit("started")
         elif command == "status":
-            _emit("status", events=counted())
+            _emit("status", events=counted(), paused=sorted(scheduler.paused_task_names))
         elif command == "release":
             released.set()
         elif command == "stop":

@@ -16,6 +16,7 @@ from ekbatan.distributed_jobs.scheduler import (
     HoldState,
     Scheduler,
     SchedulerClient,
+    Schedules,
     SettableClock,
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceNotFoundError,
@@ -233,6 +234,21 @@ def test_resuming_a_task_also_resumes_its_executions_paused_one_by_one(client):
     assert scheduled_keys(client) == {("task-a", "a1"), ("task-a", "a2")}
 
 
+def test_a_recurring_job_paused_on_its_own_is_not_scheduled_anew_at_start_up(manual, client, clock):
+    job = Tasks.recurring("hourly", Schedules.fixed_delay(timedelta(hours=1))).execute(record)
+    job.on_startup(client, clock.now())
+    clock.advance(timedelta(hours=2))
+    assert client.pause_execution(("hourly", "recurring"), reason="vendor outage") is True
+
+    job.on_startup(client, clock.now())  # a node starting while it is paused
+    assert scheduled_keys(client) == set()
+    assert manual(job).run_any_due_executions() == 0
+
+    back = client.resume_execution(("hourly", "recurring"))
+    assert back.executions == ("recurring",) and back.left_held == ()
+    assert client.get_scheduled_execution(("hourly", "recurring")).execution_time == T0  # as paused
+
+
 # --------------------------------------------------------------------------- running schedulers
 def test_a_fetching_scheduler_sees_a_pause_and_a_resumption_from_another_client(engine, built):
     pause_then_resume(engine, built, lock_and_fetch=False)
@@ -283,9 +299,16 @@ def test_a_missing_pauses_table_means_nothing_is_paused(database, clock, built):
     scheduler = Scheduler.create(engine, TASK_A).clock(clock).failure_logging("OFF").build()
     built.append(scheduler)
     client = SchedulerClient(engine, [TASK_A], clock=clock)
+    # nothing can be held without the held table: a recurring job is scheduled at start-up
+    job = Tasks.recurring("hourly", Schedules.fixed_delay(timedelta(hours=1))).execute(record)
+    job.on_startup(client, clock.now())
+    assert client.get_scheduled_execution(("hourly", "recurring")) is not None
     client.schedule(TASK_A.instance("a1"), T0)
     assert scheduler.run_any_due_executions() == 1
     client.schedule(TASK_A.instance("a2"), T0)
     with pytest.raises(Exception, match="scheduled_tasks_pauses"):
         client.pause_task("task-a")
-    assert scheduled_keys(client) == {("task-a", "a2")}  # the failed pause lost nothing
+    assert scheduled_keys(client) == {
+        ("task-a", "a2"),
+        ("hourly", "recurring"),
+    }  # the failed pause lost nothing

@@ -256,7 +256,9 @@ class Scheduler(SchedulerClient):
         if wakeup.pauses_changed:
             self.pauses.invalidate()
         claims = self._notified_claims
-        if claims is not None and claims.offer(wakeup, connection):
+        # A claim here trusts the paused names this process holds; after a pause's notification
+        # they may be out of date until the poller has read them again, so the poller claims.
+        if claims is not None and self.pauses.is_current and claims.offer(wakeup, connection):
             return
         self._due_at(wakeup.due)
 

@@ -30,31 +30,47 @@ class PauseWatch:
         self.repository = repository
         self.refresh_after = polling_interval.total_seconds() * _REFRESH_SHARE
         self._read_at: float | None = None
-        self._stale = threading.Event()
+        # Notifications of a change counted, and how many of them the names in the resolver
+        # include: the listener thread asks whether the names are current while the poller
+        # thread may be between clearing a flag and storing what it read.
+        self._lock = threading.Lock()
+        self._changes = 0
+        self._applied = 0
         self._missing_warned = False
 
     def invalidate(self) -> None:
         """The pauses changed: read them before the next claim."""
-        self._stale.set()
+        with self._lock:
+            self._changes += 1
+
+    @property
+    def is_current(self) -> bool:
+        """False from a change's notification until a read made after it is in the resolver:
+        no claim may rely on the paused names meanwhile."""
+        with self._lock:
+            return self._applied == self._changes
 
     def refresh(self, *, now: bool = False) -> None:
         """Read the paused names into the resolver when due (``now``: whatever the age)."""
+        with self._lock:
+            changes = self._changes
         fresh = self._read_at is not None and time.monotonic() - self._read_at < self.refresh_after
-        if fresh and not now and not self._stale.is_set():
+        if fresh and not now and changes == self._applied:
             return
-        self._stale.clear()
         try:
             names = self.repository.paused_task_names()
         except sa.exc.SQLAlchemyError:
             if not self._pauses_table_missing():
-                self._stale.set()
-                raise
+                raise  # not applied: the next poll reads again
             names = frozenset()
         self._read_at = time.monotonic()
         resolver = self.repository.resolver
         if names != resolver.paused_names():
             log.info("paused tasks: %s", ", ".join(sorted(names)) if names else "none")
         resolver.set_paused(names)
+        with self._lock:
+            # the read began after the changes counted then; later ones still need a read
+            self._applied = changes
 
     def _pauses_table_missing(self) -> bool:
         table = self.repository.pauses_table

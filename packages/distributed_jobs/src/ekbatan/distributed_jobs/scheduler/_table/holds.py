@@ -28,7 +28,9 @@ from ekbatan.distributed_jobs.scheduler._table.held_rows import (
     TaskPause,
     bounded_reason,
 )
+from ekbatan.distributed_jobs.scheduler._table.retries import with_retries
 from ekbatan.distributed_jobs.scheduler._table.rows import ConnectionLike, versioned_key
+from ekbatan.distributed_jobs.scheduler.schema import table_exists
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.repository")
 
@@ -52,6 +54,10 @@ class Holds(TableAccess):
     @property
     def pauses_table(self) -> str:
         return pauses_table_name(self.table_name)
+
+    @property
+    def _held_exists(self) -> sa.TextClause:
+        return sa.text(f"SELECT 1 FROM {self.held_table} WHERE {_KEY}")
 
     # ------------------------------------------------------------------ taking out
     def hold(
@@ -87,14 +93,28 @@ class Holds(TableAccess):
             "error_traceback": error.traceback,
         }
         key = {"task_name": execution.task_name, "task_instance": execution.instance_id}
-        with self._tx(connection) as conn:
-            if conn.execute(self._sql_remove, versioned_key(execution)).rowcount != 1:
-                return False
-            replaced = conn.execute(sa.text(f"DELETE FROM {self.held_table} WHERE {_KEY}"), key).rowcount
-            columns = ", ".join(f":{c.strip()}" for c in _HELD_COLUMNS.split(","))
-            conn.execute(
-                sa.text(f"INSERT INTO {self.held_table} ({_HELD_COLUMNS}) VALUES ({columns})"), params
-            )
+        columns = ", ".join(f":{c.strip()}" for c in _HELD_COLUMNS.split(","))
+
+        def move() -> bool | None:
+            with self._tx(connection) as conn:
+                if conn.execute(self._sql_remove, versioned_key(execution)).rowcount != 1:
+                    return None
+                # Looked up before deleting: on InnoDB a DELETE of a missing key locks the gap
+                # where it would be, and two dead letters made at once (each gap-locked, each
+                # inserting into the other's gap) would deadlock. The plain read locks nothing.
+                replaced = conn.execute(self._held_exists, key).first() is not None
+                if replaced:
+                    conn.execute(sa.text(f"DELETE FROM {self.held_table} WHERE {_KEY}"), key)
+                conn.execute(
+                    sa.text(f"INSERT INTO {self.held_table} ({_HELD_COLUMNS}) VALUES ({columns})"), params
+                )
+                return replaced
+
+        # In its own transaction, a write rolled back for a deadlock is tried again whole; in the
+        # caller's, the caller's transaction is what is retried, if anything
+        replaced = move() if connection is not None else with_retries(move)
+        if replaced is None:
+            return False
         if replaced:
             log.warning(
                 "execution %s/%s is held (%s) in place of an earlier held execution with the same key",
@@ -108,9 +128,19 @@ class Holds(TableAccess):
     def get_held(
         self, task_name: str, instance_id: str, connection: ConnectionLike | None = None
     ) -> HeldExecution | None:
+        """The held execution with that key; None when there is none — also when
+        ``<table>_held`` does not exist (a table not migrated yet holds nothing)."""
         sql = sa.text(f"SELECT {_HELD_COLUMNS} FROM {self.held_table} WHERE {_KEY}")
-        with self._read(connection) as conn:
-            row = conn.execute(sql, {"task_name": task_name, "task_instance": instance_id}).first()
+        try:
+            with self._read(connection) as conn:
+                row = conn.execute(sql, {"task_name": task_name, "task_instance": instance_id}).first()
+        except sa.exc.SQLAlchemyError:
+            if connection is not None:
+                raise  # the caller's transaction is spoilt on PostgreSQL either way
+            with self.engine.connect() as conn:
+                if table_exists(conn, self.held_table):
+                    raise
+            return None
         return None if row is None else self._held(row)
 
     def list_held(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from ekbatan.distributed_jobs.scheduler._errors import ExecutionError, TaskInstanceCurrentlyExecutingError
 from ekbatan.distributed_jobs.scheduler._execution import MAX_KEY_LENGTH
 from ekbatan.distributed_jobs.scheduler._instances import SchedulableInstance, TaskInstance
+from ekbatan.distributed_jobs.scheduler._table.held_rows import HoldState
 from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler._tasks.completion import (
     CompletionHandler,
@@ -200,6 +201,18 @@ class RecurringTask(Task[T]):
                 except ExecutionError as exc:
                     # Several instances starting together race for this; one winning is enough.
                     log.info("recurring task %s: another instance changed its row first (%s)", self.name, exc)
+            return
+        held = client.get_held_execution(self.name, RECURRING_INSTANCE)
+        if held is not None:
+            # Paused on its own (or kept as dead): out of scheduled_tasks but not gone. Scheduling
+            # it anew would run what the operator stopped, and leave the held row unable to come
+            # back (its key taken); resuming (or retrying) it puts it back.
+            log.info(
+                "recurring task %s is held (%s), so not scheduled at start-up; %s puts it back",
+                self.name,
+                held.state.value,
+                f"ekbatan tasks {'resume' if held.state is HoldState.PAUSED else 'retry'} {self.name} {RECURRING_INSTANCE}",
+            )
             return
         client.schedule_if_not_exists(self.default_instance(), self.schedule.initial_execution_time(now))
 
