@@ -2,7 +2,8 @@
 
 Runs the chosen benchmarks (default: all, in the order below), each writing
 ``bench/out/<name>.json``, then writes ``bench/RESULTS.md`` from every JSON file in the
-output folder (``--out DIR`` writes both elsewhere). See bench/README.md.
+output folder (``--out DIR`` writes both elsewhere). ``./run bench NAME [OPTIONS]`` with a
+:data:`STANDALONE` name runs that benchmark alone with its own options. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -34,11 +35,20 @@ BENCHMARKS = (
     "outbox_peer",
 )
 
+#: benchmarks with options of their own, run one at a time: ``./run bench NAME [OPTIONS]``
+#: hands the rest of the command line to ``bench.NAME.main``. They print their figures and
+#: write nothing to ``bench/out``, so they are not part of the full pass nor of RESULTS.md.
+STANDALONE = ("pause_poll",)
+
 
 def parse(argv: list[str]) -> tuple[list[str], Settings, argparse.Namespace]:
     p = argparse.ArgumentParser(prog="./run bench", description=__doc__.splitlines()[0])
     p.add_argument(
-        "benchmarks", nargs="*", metavar="BENCHMARK", help=f"any of {', '.join(BENCHMARKS)} (default: all)"
+        "benchmarks",
+        nargs="*",
+        metavar="BENCHMARK",
+        help=f"any of {', '.join(BENCHMARKS)} (default: all); alone with its own options: "
+        f"{', '.join(STANDALONE)} (NAME --help)",
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="smaller sizes, 1 repeat (a few minutes)")
@@ -94,6 +104,8 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in STANDALONE:
+        return int(importlib.import_module(f"bench.{argv[0]}").main(argv[1:]))
     chosen, settings, args = parse(argv)
     failed: list[str] = []
     if not args.report_only:

@@ -130,15 +130,21 @@ def snapshot_engine(out: Path) -> dict[str, Any]:
             digest.update(str(path.relative_to(target)).encode())
             digest.update(path.read_bytes())
     sys.path.insert(0, str(root))
-    dirty = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", str(ENGINE_SRC)],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
     return {
         "path": str(root),
         "sha256": digest.hexdigest()[:16],
         "git": git_head(),
-        "uncommitted_changes": bool(dirty),
+        "uncommitted_changes": engine_has_uncommitted_changes(),
     }
+
+
+def engine_has_uncommitted_changes() -> bool:
+    """Whether the engine's source differs from the commit checked out."""
+    return bool(
+        subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", str(ENGINE_SRC)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    )

@@ -261,16 +261,34 @@ def test_interleaved_rounds_report_their_median_round():
     assert median_round(runs[:1]) is runs[0] and _rounds(runs[0]) == ""
 
 
-def test_pause_poll_times_every_condition_against_its_baseline(pytestconfig):
+def test_pause_poll_smoke_times_every_condition_and_checks_each_pause_took(pytestconfig, capsys):
+    import re
+
     from bench import pause_poll
 
     # lock-and-fetch, the claim it times, is the servers' strategy: SQLite fetches
     servers = [d for d in pytestconfig.getoption("--db").split(",") if d in ("postgres", "mariadb")]
+    if not servers:
+        pytest.skip("pause_poll needs PostgreSQL or MariaDB")
+    # the live engine: a snapshot put first on sys.path would outlive the run in this process
+    assert main(["pause_poll", "--smoke", "--live-engine", "--db", ",".join(servers)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    sizes = pause_poll.SMOKE
+    figure = re.compile(r"\d+\.\d\d(?: ms|×)")
     for dialect in servers:
-        ratios = pause_poll.measure(
-            dialect, rows=pause_poll.PAUSED_EXECUTIONS + 3 * pause_poll.DUE, rounds=1, samples=2
-        )
-        assert set(ratios) == {"lock_and_fetch", "get_due"}
-        for per_condition in ratios.values():
-            assert set(per_condition) == set(pause_poll.CONDITIONS[1:])
-            assert all(len(v) == 1 and _positive(v[0]) for v in per_condition.values())
+        # the table: a header, then one row per condition with a figure under every statement
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{dialect}: {sizes.rows:,} rows ("))
+        statements = len(re.split(r"\s{2,}", lines[at + 1].strip()))
+        assert statements == 4, lines[at + 1]  # two claims, the fetch read, the pauses read
+        rows = lines[at + 2 : at + 2 + len(pause_poll.CONDITIONS)]
+        for condition, row in zip(pause_poll.CONDITIONS, rows, strict=True):
+            assert row.startswith("  " + pause_poll.condition_label(condition, sizes)), row
+            cells = figure.findall(row)
+            assert len(cells) == statements, row
+            # the baseline in milliseconds, the paused conditions as ratios to it
+            assert all(c.endswith("ms" if condition == pause_poll.BASELINE else "×") for c in cells), row
+            assert all(float(c.rstrip(" ms×")) > 0 for c in cells), row
+        # measure() raises unless every pause took: its summary says what it checked
+        checked = lines[at + 2 + len(rows) + 1]
+        assert checked.startswith(f"  checked: {sizes.paused} executions held"), checked
+        assert "(the baseline's claims took 0)" not in checked, checked
