@@ -292,3 +292,13 @@ def test_pause_poll_smoke_times_every_condition_and_checks_each_pause_took(pytes
         checked = lines[at + 2 + len(rows) + 1]
         assert checked.startswith(f"  checked: {sizes.paused} executions held"), checked
         assert "(the baseline's claims took 0)" not in checked, checked
+
+
+def test_telemetry_ab_drains_in_every_configuration(pytestconfig):
+    from bench import telemetry_ab
+
+    servers = [d for d in pytestconfig.getoption("--db").split(",") if d in ("postgres", "mariadb")]
+    for dialect in servers[:1]:  # one server is enough to keep the harness honest
+        ratios = telemetry_ab.compare(dialect, executions=200, rounds=1)
+        assert set(ratios) == {(p, c) for p in (1, 4) for c in ("api", "sdk")}
+        assert all(len(v) == 1 and _positive(v[0]) for v in ratios.values())

@@ -61,6 +61,20 @@ def build_scheduler(
     )
     if opts.get("history"):
         builder = builder.execution_history()  # every run recorded in scheduled_tasks_history
+    telemetry = opts.get("telemetry")
+    if telemetry == "api":
+        builder = builder.telemetry()  # OpenTelemetry's global providers: no SDK, so no-ops
+    elif telemetry == "sdk":
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.trace import TracerProvider
+
+        # the SDK recording every metric for a Prometheus reader, and every run's span
+        # (sampled, ended, exported nowhere); a scraper thread collects as Prometheus would
+        builder = builder.telemetry(
+            meter_provider=MeterProvider(metric_readers=[PrometheusMetricReader()]),
+            tracer_provider=TracerProvider(),
+        )
     fractions = opts.get("fractions")  # (lower, upper) of the strategy, else its defaults
     strategy = opts.get("strategy", "fetch")
     if strategy == "lock_and_fetch":
@@ -113,6 +127,10 @@ def scheduler_worker(pipe: Any, go: Any, stop: Any, url: str, opts: dict[str, An
     go.wait()
     started = time.perf_counter()
     scheduler.start()
+    if opts.get("telemetry") == "sdk":
+        threading.Thread(
+            target=_scrape_until, args=(stop, float(opts.get("scrape_every", 5))), daemon=True
+        ).start()
     scheduled_self = 0
     if opts.get("mode") == "latency_local":
         stop.wait(float(opts.get("idle_first", 1.0)))
@@ -151,3 +169,11 @@ def scheduler_worker(pipe: Any, go: Any, stop: Any, url: str, opts: dict[str, An
         }
     )
     pipe.close()
+
+
+def _scrape_until(stop: Any, every: float) -> None:
+    """Collect the metrics as a Prometheus server scraping ``/metrics`` would, until ``stop``."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    while not stop.wait(every):
+        generate_latest(REGISTRY)

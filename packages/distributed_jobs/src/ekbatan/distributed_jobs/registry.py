@@ -121,6 +121,7 @@ class JobRegistryBuilder:
         self._require_database = True
         self._customizers: list[Callable[[SchedulerBuilder], Any]] = []
         self._history: HistoryRetention | None = None
+        self._telemetry: tuple[bool, dict[str, Any]] = (False, {})
         self._keep_task_data = False
         self._misfire: MisfirePolicy | None = None
 
@@ -227,6 +228,19 @@ class JobRegistryBuilder:
         self._keep_task_data = keep_task_data
         return self
 
+    def telemetry(self, enabled: bool = True, **options: Any) -> JobRegistryBuilder:
+        """OpenTelemetry metrics and traces of the scheduler; ``options`` are those of
+        ``SchedulerBuilder.telemetry`` (``meter_provider``, ``tracer_provider``, ``metrics``,
+        ``traces``, ``database_gauges``, ``gauge_interval``, ``semantic_conventions``). Off
+        unless called; the integrations call it from ``ekbatan.observability``."""
+        self._telemetry = (enabled, options)
+        if enabled:
+            # refused here, naming what to install, rather than at build
+            from ekbatan.distributed_jobs.scheduler._telemetry.settings import require_api
+
+            require_api()
+        return self
+
     def customize_scheduler(self, customizer: Callable[[SchedulerBuilder], Any]) -> JobRegistryBuilder:
         """Adjust the engine's builder; applied last, so it can override anything
         (``delete_unresolved_after``, polling strategy, ``scheduler_name``, …)."""
@@ -327,6 +341,8 @@ class JobRegistryBuilder:
             builder.missed_heartbeats_limit(limit)
         if self._history is not None:
             builder.execution_history(retention=self._history, keep_task_data=self._keep_task_data)
+        if self._telemetry[0]:
+            builder.telemetry(True, **self._telemetry[1])
         for customize in self._customizers:
             customize(builder)
         return JobRegistry(

@@ -28,6 +28,7 @@ from ekbatan.distributed_jobs.scheduler._polling.poller import (
 )
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
+from ekbatan.distributed_jobs.scheduler._telemetry.settings import DEFAULT_GAUGE_INTERVAL, TelemetrySettings
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME, validate_table_name
 
@@ -89,6 +90,7 @@ class SchedulerOptions:
     listen_notify: bool
     outage: OutagePolicy
     history: HistorySettings | None = None
+    telemetry: TelemetrySettings | None = None
 
 
 class SchedulerBuilder:
@@ -123,6 +125,7 @@ class SchedulerBuilder:
         self._listen_notify = True
         self._outage = OutagePolicy()
         self._history: HistorySettings | None = None
+        self._telemetry: TelemetrySettings | None = None
 
     # -- options --------------------------------------------------------------------------
     def start_tasks(self, *tasks: Task[Any]) -> SchedulerBuilder:
@@ -294,6 +297,39 @@ class SchedulerBuilder:
         )
         return self
 
+    def telemetry(
+        self,
+        enabled: bool = True,
+        *,
+        metrics: bool = True,
+        traces: bool = True,
+        database_gauges: bool = True,
+        gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL,
+        semantic_conventions: bool = False,
+        meter_provider: Any = None,
+        tracer_provider: Any = None,
+    ) -> SchedulerBuilder:
+        """OpenTelemetry metrics and a span per run (needs ``opentelemetry-api``: the ``otel``
+        extra; off by default, and then nothing of it is built). The providers default to
+        OpenTelemetry's global ones, a no-op until the application installs an SDK.
+        ``database_gauges``: the per-task gauges read from the table (due, oldest due age,
+        running, failing, paused, dead), at most once per ``gauge_interval`` per process.
+        ``semantic_conventions`` adds ``messaging.process.duration``."""
+        self._telemetry = (
+            TelemetrySettings(
+                metrics=metrics,
+                traces=traces,
+                database_gauges=database_gauges,
+                gauge_interval=gauge_interval,
+                semantic_conventions=semantic_conventions,
+                meter_provider=meter_provider,
+                tracer_provider=tracer_provider,
+            )
+            if enabled
+            else None
+        )
+        return self
+
     def register_shutdown_hook(self, enabled: bool = True) -> SchedulerBuilder:
         """Stop the scheduler at interpreter exit (``atexit``). No signal handler is installed."""
         self._shutdown_hook = enabled
@@ -344,6 +380,7 @@ class SchedulerBuilder:
             listen_notify=self._listen_notify,
             outage=self._outage,
             history=self._history,
+            telemetry=self._telemetry,
         )
         from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler  # it creates builders
 

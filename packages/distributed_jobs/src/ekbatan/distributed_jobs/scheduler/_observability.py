@@ -64,6 +64,10 @@ class SchedulerListener:
         """Slots of a recurring execution that its misfire policy leaves unrun (after the row
         moved on to ``missed.next_time``)."""
 
+    def on_poll(self, seconds: float, claimed: int) -> None:
+        """A poll ended: how long it took and how many due executions it found (claimed, with
+        lock-and-fetch; fetched for the workers to claim, with fetch)."""
+
 
 _CALLBACKS = (
     "on_execution_scheduled",
@@ -74,6 +78,7 @@ _CALLBACKS = (
     "on_scheduler_event",
     "on_candidate_event",
     "on_slots_missed",
+    "on_poll",
 )
 
 
@@ -130,6 +135,9 @@ class Listeners(SchedulerListener):
 
     def on_slots_missed(self, execution: Execution, missed: MissedSlots) -> None:
         self._each("on_slots_missed", execution, missed)
+
+    def on_poll(self, seconds: float, claimed: int) -> None:
+        self._each("on_poll", seconds, claimed)
 
 
 class ExecutionChain:

@@ -9,6 +9,7 @@ import atexit
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,6 +53,11 @@ from ekbatan.distributed_jobs.scheduler._table.session_setup import install_sess
 from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler._tasks.startup import StartupTasks
+from ekbatan.distributed_jobs.scheduler._telemetry.wiring import (
+    engine_metrics,
+    execution_tracing,
+    table_gauges,
+)
 from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")
@@ -83,7 +89,16 @@ class Scheduler(SchedulerClient):
             ExecutionHistory(options.history, options.clock) if options.history else None
         )
         extra = () if history is None else (history.prune_task,)
-        self.listeners = Listeners(options.listeners + (() if history is None else (history,)))
+        telemetry = options.telemetry
+        self.metrics = None if telemetry is None or not telemetry.metrics else engine_metrics(telemetry)
+        interceptors = options.interceptors
+        if telemetry is not None and telemetry.traces:
+            interceptors = (execution_tracing(telemetry), *interceptors)  # outermost
+        self.listeners = Listeners(
+            options.listeners
+            + (() if history is None else (history,))
+            + (() if self.metrics is None else (self.metrics,))
+        )
         resolver = TaskResolver(
             [*tasks, *extra],
             on_unresolved=lambda _name: self.listeners.on_scheduler_event(SchedulerEventType.UNRESOLVED_TASK),
@@ -100,6 +115,11 @@ class Scheduler(SchedulerClient):
         )
         if history is not None:
             history.bind(repository)
+        self.gauges = (
+            None
+            if telemetry is None or not (telemetry.metrics and telemetry.database_gauges)
+            else table_gauges(telemetry, repository, options.clock)
+        )
         super().__init__(
             options.engine,
             serializer=options.serializer,
@@ -128,7 +148,7 @@ class Scheduler(SchedulerClient):
             serializer=self.serializer,
             clock=self.clock,
             listeners=self.listeners,
-            interceptors=options.interceptors,
+            interceptors=interceptors,
             registry=self.registry,
             state=self,
             client_factory=lambda: self,
@@ -161,7 +181,10 @@ class Scheduler(SchedulerClient):
             on_scheduled=lambda name, instance_id, when: self._on_execution_scheduled(
                 TaskInstanceId(name, instance_id), when
             ),
-            on_handled=None if history is None else history.dead_execution_handled,
+            on_handled=_each_of(
+                None if history is None else history.dead_execution_handled,
+                None if self.metrics is None else self.metrics.dead_execution_handled,
+            ),
         )
         self.lower_limit, self.upper_limit = options.strategy.limits(self.threads)
         self.strategy_config = options.strategy
@@ -494,3 +517,16 @@ class Scheduler(SchedulerClient):
 
     def __repr__(self) -> str:
         return f"Scheduler(name={self.name!r}, started={self._started}, table={self.repository.table_name!r})"
+
+
+def _each_of(*callbacks: Callable[..., None] | None) -> Callable[..., None] | None:
+    """One callback calling each of ``callbacks`` that is set (None when none is)."""
+    present = [c for c in callbacks if c is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+
+    def each(*args: Any) -> None:
+        for callback in present:
+            callback(*args)
+
+    return each

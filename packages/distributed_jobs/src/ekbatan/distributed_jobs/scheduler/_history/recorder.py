@@ -21,7 +21,7 @@ from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._tasks.builders import Tasks
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
-from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations, dead_lettered
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations, run_result
 from ekbatan.distributed_jobs.scheduler.schedules import MissedSlots, Schedules
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.history")
@@ -51,13 +51,7 @@ class ExecutionHistory(SchedulerListener):
     def on_execution_complete(self, complete: ExecutionComplete) -> None:
         if complete.execution.task_name == PRUNE_TASK:
             return  # the history of pruning the history is noise
-        if complete.is_success:
-            result = RunResult.SUCCEEDED
-        elif dead_lettered.get() is complete.execution:
-            dead_lettered.set(None)
-            result = RunResult.DEAD
-        else:
-            result = RunResult.FAILED
+        result = run_result(complete)
         self._record(complete.execution, result, complete.time_started, complete.time_done, complete.cause)
 
     def dead_execution_handled(self, execution: Execution, ops: ExecutionOperations, now: datetime) -> None:

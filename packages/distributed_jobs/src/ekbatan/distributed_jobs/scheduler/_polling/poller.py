@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -431,7 +432,10 @@ class PollLoop:
                     if self.before_poll is not None:
                         self.before_poll()
                     horizon = self._claim_horizon(self.clock.now())
+                    began = time.perf_counter()
                     result = self.strategy.run(horizon)
+                    if self.listeners:
+                        self.listeners.on_poll(time.perf_counter() - began, result.fetched)
                     self.last_successful_poll = self.clock.now()
                     self.failures.succeeded()
                     if not result.possibly_more:

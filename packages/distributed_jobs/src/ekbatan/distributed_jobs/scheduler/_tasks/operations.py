@@ -10,6 +10,7 @@ from typing import Any
 
 from ekbatan.distributed_jobs.scheduler._errors import ExecutionError
 from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._history.records import RunResult
 from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
 from ekbatan.distributed_jobs.scheduler._serializers import Serializer
 from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord, HoldState
@@ -17,9 +18,19 @@ from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._table.rows import KEEP_DATA
 from ekbatan.distributed_jobs.scheduler.schedules import MissedSlots
 
-#: the execution a failure handler on this thread just kept dead: the history's recorder, called
-#: on the same thread right after the handler, records that run as ``dead`` rather than ``failed``
+#: the execution a failure handler on this thread last kept dead: the listeners of the run's
+#: completion, called on the same thread right after the handler, see it ``dead`` (run_result)
 dead_lettered: ContextVar[Execution | None] = ContextVar("ekbatan_dead_lettered", default=None)
+
+
+def run_result(complete: ExecutionComplete) -> RunResult:
+    """How a completed run ended: succeeded, failed, or dead (its failure handler kept it as a
+    dead letter — told by the worker thread's ``dead_lettered``, set in that same run)."""
+    if complete.is_success:
+        return RunResult.SUCCEEDED
+    if dead_lettered.get() is complete.execution:
+        return RunResult.DEAD
+    return RunResult.FAILED
 
 
 class ExecutionOperations:

@@ -1,0 +1,136 @@
+"""The engine's metrics: a listener turning each run, poll and heartbeat into measurements.
+
+Instrument names, units and attribute keys are a public contract (dashboards and alerts are
+written against them; docs/observability.md lists them). Attributes name the task, never the
+instance: one series per task whatever the number of executions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
+from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
+from ekbatan.distributed_jobs.scheduler._history.records import RunResult
+from ekbatan.distributed_jobs.scheduler._observability import SchedulerEventType, SchedulerListener
+from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations, run_result
+
+#: seconds: an execution's duration and lag, a poll's duration (OpenTelemetry's default
+#: buckets are made for milliseconds: they would put every run below one second in one bucket)
+SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+class EngineMetrics(SchedulerListener):
+    def __init__(self, meter: Any, *, semantic_conventions: bool = False) -> None:
+        self.executions = meter.create_counter(
+            "ekbatan.executions",
+            unit="{execution}",
+            description="Finished runs, by task and result (succeeded, failed, dead, revived, abandoned)",
+        )
+        self.duration = meter.create_histogram(
+            "ekbatan.execution.duration",
+            unit="s",
+            description="How long a run took, from its start to its end, by task and result",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self.lag = meter.create_histogram(
+            "ekbatan.execution.lag",
+            unit="s",
+            description="How late a run started: its start minus its due time, by task",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self.poll_duration = meter.create_histogram(
+            "ekbatan.poll.duration",
+            unit="s",
+            description="How long one poll for due executions took",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self.poll_claimed = meter.create_counter(
+            "ekbatan.poll.claimed",
+            unit="{execution}",
+            description="Due executions found by polls (via=poll) and claimed from notifications (via=notification)",
+        )
+        self.heartbeat_failures = meter.create_counter(
+            "ekbatan.heartbeat.failures",
+            unit="{heartbeat}",
+            description="Heartbeats of running executions that could not be written, by task",
+        )
+        self.revived = meter.create_counter(
+            "ekbatan.dead_executions.revived",
+            unit="{execution}",
+            description="Executions found dead (their node stopped heartbeating) and handled, by task",
+        )
+        self.process_duration = (
+            meter.create_histogram(
+                "messaging.process.duration",
+                unit="s",
+                description="Duration of processing operation (OpenTelemetry messaging conventions)",
+                explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+            )
+            if semantic_conventions
+            else None
+        )
+        # attribute dicts are made once per (task, result): measurements reuse them
+        self._task_attrs: dict[str, dict[str, str]] = {}
+        self._result_attrs: dict[tuple[str, str], dict[str, str]] = {}
+        self._via_poll = {"via": "poll"}
+        self._via_notification = {"via": "notification"}
+
+    # ------------------------------------------------------------------ attributes
+    def _task(self, task: str) -> dict[str, str]:
+        attrs = self._task_attrs.get(task)
+        if attrs is None:
+            attrs = self._task_attrs[task] = {"task": task}
+        return attrs
+
+    def _result(self, task: str, result: RunResult) -> dict[str, str]:
+        key = (task, result.value)
+        attrs = self._result_attrs.get(key)
+        if attrs is None:
+            attrs = self._result_attrs[key] = {"task": task, "result": result.value}
+        return attrs
+
+    # ------------------------------------------------------------------ runs
+    def on_execution_start(self, currently_executing: CurrentlyExecuting) -> None:
+        execution = currently_executing.execution
+        lag = (currently_executing.start_time - execution.execution_time).total_seconds()
+        self.lag.record(max(lag, 0.0), self._task(execution.task_name))
+
+    def on_execution_complete(self, complete: ExecutionComplete) -> None:
+        task = complete.execution.task_name
+        result = run_result(complete)
+        seconds = (complete.time_done - complete.time_started).total_seconds()
+        attrs = self._result(task, result)
+        self.executions.add(1, attrs)
+        self.duration.record(seconds, attrs)
+        if self.process_duration is not None:
+            self.process_duration.record(
+                seconds,
+                {
+                    "messaging.system": "ekbatan",
+                    "messaging.operation.name": "process",
+                    "messaging.destination.name": task,
+                    **({} if result is RunResult.SUCCEEDED else {"error.type": result.value}),
+                },
+            )
+
+    def dead_execution_handled(self, execution: Execution, ops: ExecutionOperations, now: datetime) -> None:
+        """A run whose node stopped heartbeating, handled: revived (rescheduled) or abandoned."""
+        revived = ops.outcome in ("rescheduled", "replaced")
+        task = execution.task_name
+        self.executions.add(1, self._result(task, RunResult.REVIVED if revived else RunResult.ABANDONED))
+        self.revived.add(1, self._task(task))
+
+    def on_execution_failed_heartbeat(self, currently_executing: CurrentlyExecuting) -> None:
+        self.heartbeat_failures.add(1, self._task(currently_executing.execution.task_name))
+
+    # ------------------------------------------------------------------ polls
+    def on_poll(self, seconds: float, claimed: int) -> None:
+        self.poll_duration.record(seconds)
+        if claimed:
+            self.poll_claimed.add(claimed, self._via_poll)
+
+    def on_scheduler_event(self, event: SchedulerEventType) -> None:
+        if event is SchedulerEventType.RAN_CLAIM_NOTIFIED:
+            self.poll_claimed.add(1, self._via_notification)

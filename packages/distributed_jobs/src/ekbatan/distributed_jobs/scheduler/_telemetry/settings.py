@@ -1,0 +1,53 @@
+"""What a scheduler's telemetry records, and where to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+#: the instrumentation scope the engine's meter and tracer are named after
+SCOPE = "ekbatan.distributed_jobs"
+#: how often, at most, the gauges read from the database are read again, per process
+DEFAULT_GAUGE_INTERVAL = timedelta(seconds=30)
+
+_INSTALL = "pip install 'ekbatan-distributed-jobs[otel]' (it brings opentelemetry-api)"
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySettings:
+    """``meter_provider`` / ``tracer_provider``: None for OpenTelemetry's global ones (a no-op
+    until the application installs an SDK)."""
+
+    metrics: bool = True
+    traces: bool = True
+    database_gauges: bool = True
+    gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL
+    semantic_conventions: bool = False
+    meter_provider: Any = None
+    tracer_provider: Any = None
+
+    def __post_init__(self) -> None:
+        if self.gauge_interval <= timedelta(0):
+            raise ValueError(
+                f"gauge_interval must be positive, got {self.gauge_interval}; write e.g. timedelta(seconds=30)"
+            )
+        require_api()
+
+
+def require_api() -> None:
+    """Refuse telemetry, saying what to install, when ``opentelemetry-api`` is missing."""
+    try:
+        import opentelemetry.metrics
+        import opentelemetry.trace  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"telemetry needs the OpenTelemetry API: {_INSTALL}") from exc
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ekbatan-distributed-jobs")
+    except PackageNotFoundError:  # a source tree on sys.path
+        return "0"

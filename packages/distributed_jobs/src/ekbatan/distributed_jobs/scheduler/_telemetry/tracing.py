@@ -1,0 +1,60 @@
+"""A span per run: an interceptor, outermost, so the run's body (and whatever it calls that is
+instrumented — HTTP clients, database drivers) runs inside it.
+
+Span names and attributes follow OpenTelemetry's messaging conventions where they fit (a run is
+the *process* operation of a message: kind CONSUMER, ``messaging.system="ekbatan"``,
+``messaging.destination.name`` = the task) plus the engine's own ``ekbatan.*`` attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ekbatan.distributed_jobs.scheduler._context import ExecutionContext
+from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
+from ekbatan.distributed_jobs.scheduler._observability import ExecutionChain, ExecutionInterceptor
+from ekbatan.distributed_jobs.scheduler._tasks.completion import CompletionHandler
+
+
+class ExecutionTracing(ExecutionInterceptor):
+    def __init__(self, tracer: Any) -> None:
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self.tracer = tracer
+        self._kind = SpanKind.CONSUMER
+        self._error = Status(StatusCode.ERROR)
+
+    def execute(
+        self, instance: TaskInstance[Any], ctx: ExecutionContext, chain: ExecutionChain
+    ) -> CompletionHandler:
+        execution = ctx.execution
+        attributes = {
+            "messaging.system": "ekbatan",
+            "messaging.operation.name": "process",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": execution.task_name,
+            "messaging.message.id": execution.instance_id,
+            "ekbatan.task": execution.task_name,
+            "ekbatan.instance": execution.instance_id,
+            "ekbatan.attempt": execution.consecutive_failures + 1,
+            "ekbatan.fencing_token": execution.version,
+            "ekbatan.due_time": execution.execution_time.isoformat(),
+        }
+        # record_exception/set_status_on_exception by hand: the run's result is set either way
+        with self.tracer.start_as_current_span(
+            f"process {execution.task_name}",
+            kind=self._kind,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                completion = chain.proceed(instance, ctx)
+            except BaseException as exc:
+                span.record_exception(exc)
+                span.set_status(self._error)
+                span.set_attribute("error.type", type(exc).__qualname__)
+                span.set_attribute("ekbatan.result", "failed")
+                raise
+            span.set_attribute("ekbatan.result", "succeeded")
+            return completion
