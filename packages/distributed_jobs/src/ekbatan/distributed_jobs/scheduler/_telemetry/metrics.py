@@ -28,23 +28,16 @@ class EngineMetrics(SchedulerListener):
             unit="{execution}",
             description="Finished runs, by task and result (succeeded, failed, dead, revived, abandoned)",
         )
-        self.duration = meter.create_histogram(
+        self.duration = _seconds(
+            meter,
             "ekbatan.execution.duration",
-            unit="s",
-            description="How long a run took, from its start to its end, by task and result",
-            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+            "How long a run took, from its start to its end, by task and result",
         )
-        self.lag = meter.create_histogram(
-            "ekbatan.execution.lag",
-            unit="s",
-            description="How late a run started: its start minus its due time, by task",
-            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        self.lag = _seconds(
+            meter, "ekbatan.execution.lag", "How late a run started: its start minus its due time, by task"
         )
-        self.poll_duration = meter.create_histogram(
-            "ekbatan.poll.duration",
-            unit="s",
-            description="How long one poll for due executions took",
-            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        self.poll_duration = _seconds(
+            meter, "ekbatan.poll.duration", "How long one poll for due executions took"
         )
         self.poll_claimed = meter.create_counter(
             "ekbatan.poll.claimed",
@@ -62,11 +55,10 @@ class EngineMetrics(SchedulerListener):
             description="Executions found dead (their node stopped heartbeating) and handled, by task",
         )
         self.process_duration = (
-            meter.create_histogram(
+            _seconds(
+                meter,
                 "messaging.process.duration",
-                unit="s",
-                description="Duration of processing operation (OpenTelemetry messaging conventions)",
-                explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+                "Duration of processing operation (OpenTelemetry messaging conventions)",
             )
             if semantic_conventions
             else None
@@ -134,3 +126,9 @@ class EngineMetrics(SchedulerListener):
     def on_scheduler_event(self, event: SchedulerEventType) -> None:
         if event is SchedulerEventType.RAN_CLAIM_NOTIFIED:
             self.poll_claimed.add(1, self._via_notification)
+
+
+def _seconds(meter: Any, name: str, description: str) -> Any:
+    return meter.create_histogram(
+        name, unit="s", description=description, explicit_bucket_boundaries_advisory=SECONDS_BUCKETS
+    )
