@@ -56,7 +56,7 @@ def test_migrate_applies_the_framework_tables_once(app_db, config):
 
 def test_migrate_one_database_by_url(app_db):
     out = as_json("migrate", "--url", app_db.url, "--eventlog-schema", app_db.eventlog)
-    assert [len(s["applied"]) for s in out["shards"]] == [5]
+    assert [len(s["applied"]) for s in out["shards"]] == [6]
     engine = sa.create_engine(app_db.url)
     try:
         with engine.connect() as connection:
@@ -279,7 +279,10 @@ def test_doctor_passes_on_a_migrated_deployment(migrated):
         assert ("connection", f"global/member-0 {pool}") in seen
     tables = [c["detail"].split(":")[0] for c in report["checks"] if c["check"] == "table"]
     assert len(tables) == 4 and tables[2] == "scheduled_tasks"
-    assert tables[3] == "scheduled_tasks_held, scheduled_tasks_pauses, scheduled_tasks_history present"
+    assert (
+        tables[3]
+        == "scheduled_tasks_held, scheduled_tasks_pauses, scheduled_tasks_history, scheduled_tasks_traces present"
+    )
     assert {c["status"] for c in report["checks"]} == {"pass"}
     assert [c["check"] for c in report["checks"]].count("clock") == 1
 

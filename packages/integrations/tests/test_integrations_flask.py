@@ -82,6 +82,7 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
             "scheduled_tasks 0001",
             "scheduled_tasks 0002",
             "scheduled_tasks 0003",
+            "scheduled_tasks 0004",
         }, migrated.output
         assert rows["eventlog 1"] == rows["scheduled_tasks 0001"] == "applied", migrated.output
         assert lines[-1].endswith("applied on 1 shard(s)"), migrated.output

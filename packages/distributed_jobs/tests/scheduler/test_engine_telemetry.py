@@ -313,3 +313,126 @@ def test_an_async_body_runs_inside_its_runs_span_too(engine, clock, built, clien
     assert scheduler.run_any_due_executions() == 1
     [span] = telemetry.spans.get_finished_spans()
     assert [c.span_id for c in inside] == [span.context.span_id]
+
+
+# --------------------------------------------------------------------------- schedule → run
+def traced_scheduler(engine, clock, telemetry: Telemetry, task, **options) -> Scheduler:
+    return build(engine, clock, telemetry, task, metrics=False, **options)
+
+
+def test_a_run_links_to_the_span_of_the_schedule_call_that_made_it(engine, clock, built, telemetry):
+    task = Tasks.one_time("linked").execute(lambda i, c: None)
+    scheduler = traced_scheduler(engine, clock, telemetry, task)
+    built.append(scheduler)
+    tracer = telemetry.tracer_provider.get_tracer("app")
+    with tracer.start_as_current_span("http request") as request:
+        scheduler.schedule(task.instance("a"), T0)
+    scheduler.schedule(task.instance("untraced"), T0)  # no span around it: nothing kept
+    assert scheduler.run_any_due_executions() == 2
+
+    spans = telemetry.spans.get_finished_spans()
+    [send] = [s for s in spans if s.kind is SpanKind.PRODUCER]
+    assert send.name == "send linked" and send.parent.span_id == request.get_span_context().span_id
+    assert send.attributes["messaging.destination.name"] == "linked"
+    runs = {s.attributes["ekbatan.instance"]: s for s in spans if s.kind is SpanKind.CONSUMER}
+    [link] = runs["a"].links
+    assert (link.context.trace_id, link.context.span_id) == (send.context.trace_id, send.context.span_id)
+    assert runs["a"].context.trace_id != send.context.trace_id  # a trace of its own, linked
+    assert runs["untraced"].links == ()
+    # taken by the run: nothing left behind
+    assert scalar(engine, "SELECT COUNT(*) FROM scheduled_tasks_traces") == 0
+
+
+def test_a_run_is_the_child_of_its_schedule_call_when_asked(engine, clock, built, telemetry):
+    task = Tasks.one_time("child").execute(lambda i, c: None)
+    scheduler = traced_scheduler(engine, clock, telemetry, task, schedule_context="parent")
+    built.append(scheduler)
+    with telemetry.tracer_provider.get_tracer("app").start_as_current_span("http request"):
+        scheduler.schedule_batch([task.instance("a"), task.instance("b")], T0)
+    assert scheduler.run_any_due_executions() == 2
+    spans = telemetry.spans.get_finished_spans()
+    [send] = [s for s in spans if s.kind is SpanKind.PRODUCER]
+    assert send.name == "send child" and send.attributes["messaging.batch.message_count"] == 2
+    runs = [s for s in spans if s.kind is SpanKind.CONSUMER]
+    assert len(runs) == 2
+    for run in runs:
+        assert run.parent.span_id == send.context.span_id and run.context.trace_id == send.context.trace_id
+
+
+def test_a_rolled_back_schedule_keeps_no_trace_context_and_the_row_is_as_java_reads_it(
+    engine, clock, built, telemetry
+):
+    task = Tasks.one_time("tx").execute(lambda i, c: None)
+    scheduler = traced_scheduler(engine, clock, telemetry, task)
+    built.append(scheduler)
+    untraced = SchedulerClient(engine, [task], clock=clock)
+    tracer = telemetry.tracer_provider.get_tracer("app")
+    with tracer.start_as_current_span("request"):
+        with pytest.raises(RuntimeError), engine.begin() as conn:
+            scheduler.schedule(task.instance("gone"), T0, connection=conn)
+            raise RuntimeError("the caller's transaction fails")
+        scheduler.schedule(task.instance("traced", {"n": 1}), T0)
+    untraced.schedule(task.instance("plain", {"n": 1}), T0)
+    assert scalar(engine, "SELECT COUNT(*) FROM scheduled_tasks_traces") == 1
+    # scheduled_tasks holds the same bytes with tracing as without: nothing for Java to trip on
+    rows = {
+        r[0]: r[1:]
+        for r in run_sql(engine, "SELECT task_instance, task_data, version, picked FROM scheduled_tasks")
+    }
+    assert set(rows) == {"traced", "plain"} and rows["traced"] == rows["plain"]
+
+
+def test_a_schedule_from_another_process_is_linked_from_the_run(engine, database, clock, built, telemetry):
+    import json
+    import subprocess
+
+    task = Tasks.one_time("remote").execute(lambda i, c: None)
+    scheduler = traced_scheduler(engine, clock, telemetry, task)
+    built.append(scheduler)
+    producer = f"""
+import json
+from datetime import datetime
+import sqlalchemy as sa
+from opentelemetry.sdk.trace import TracerProvider
+from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance
+provider = TracerProvider()
+client = SchedulerClient(sa.create_engine({database.url!r}), tracing=True, tracer_provider=provider)
+with provider.get_tracer("producer").start_as_current_span("checkout") as span:
+    client.schedule(TaskInstance("remote", "order-1"), datetime.fromisoformat({T0.isoformat()!r}))
+context = span.get_span_context()
+print(json.dumps({{"trace_id": context.trace_id}}))
+"""
+    done = subprocess.run([sys.executable, "-c", producer], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    trace_id = json.loads(done.stdout)["trace_id"]
+    scheduler.gauges  # noqa: B018 (metrics off: no gauges)
+    wait_until(lambda: scheduler.run_any_due_executions() == 1, timeout=10)
+    [run] = telemetry.spans.get_finished_spans()
+    [link] = run.links
+    assert link.context.trace_id == trace_id  # the producer's PRODUCER span, in its trace
+
+
+def test_runs_of_task_names_with_no_stored_context_read_nothing_more(engine, clock, built, telemetry):
+    from sqlalchemy import event
+
+    task = Tasks.one_time("quiet").execute(lambda i, c: None)
+    scheduler = traced_scheduler(engine, clock, telemetry, task)
+    built.append(scheduler)
+    for n in range(5):
+        scheduler.schedule(task.instance(f"q{n}"), T0)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda c, cur, sql, *a: statements.append(sql))
+    assert scheduler.run_any_due_executions() == 5
+    reads = [s for s in statements if "scheduled_tasks_traces" in s]
+    assert len(reads) <= 1, reads  # the names with stored contexts, read once; no lookup per run
+    assert not any("DELETE" in s for s in reads)
+
+
+def scalar(engine, sql: str) -> Any:
+    with engine.connect() as conn:
+        return conn.exec_driver_sql(sql).scalar()
+
+
+def run_sql(engine, sql: str) -> list[Any]:
+    with engine.connect() as conn:
+        return list(conn.exec_driver_sql(sql))

@@ -65,6 +65,7 @@ from ekbatan.distributed_jobs.scheduler._table.held_ddl import (
     held_table_name,
     history_table_name,
     pauses_table_name,
+    traces_table_name,
 )
 from ekbatan.distributed_jobs.scheduler._table.held_rows import (
     ErrorRecord,
@@ -242,6 +243,7 @@ __all__ = [
     "dialect_from_url",
     "held_table_name",
     "history_table_name",
+    "traces_table_name",
     "pauses_table_name",
     "priority_column_ddl",
     "validate_table_name",

@@ -306,6 +306,7 @@ class SchedulerBuilder:
         database_gauges: bool = True,
         gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL,
         semantic_conventions: bool = False,
+        schedule_context: str = "link",
         meter_provider: Any = None,
         tracer_provider: Any = None,
     ) -> SchedulerBuilder:
@@ -314,7 +315,10 @@ class SchedulerBuilder:
         OpenTelemetry's global ones, a no-op until the application installs an SDK.
         ``database_gauges``: the per-task gauges read from the table (due, oldest due age,
         running, failing, paused, dead), at most once per ``gauge_interval`` per process.
-        ``semantic_conventions`` adds ``messaging.process.duration``."""
+        ``semantic_conventions`` adds ``messaging.process.duration``. A schedule call made under
+        a span gets a PRODUCER span whose context is kept in ``<table>_traces`` for the run:
+        ``schedule_context`` says whether the run's span links to it (``"link"``), is its child
+        (``"parent"``), or neither (``"off"``: nothing kept)."""
         self._telemetry = (
             TelemetrySettings(
                 metrics=metrics,
@@ -322,6 +326,7 @@ class SchedulerBuilder:
                 database_gauges=database_gauges,
                 gauge_interval=gauge_interval,
                 semantic_conventions=semantic_conventions,
+                schedule_context=schedule_context,
                 meter_provider=meter_provider,
                 tracer_provider=tracer_provider,
             )

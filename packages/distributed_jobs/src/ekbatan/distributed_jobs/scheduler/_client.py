@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,6 +45,8 @@ from ekbatan.distributed_jobs.scheduler._table.rows import (
 from ekbatan.distributed_jobs.scheduler._table.session_setup import install_session_setup
 from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
+from ekbatan.distributed_jobs.scheduler._telemetry.propagation import ScheduleTracing
+from ekbatan.distributed_jobs.scheduler._telemetry.wiring import schedule_tracing
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 
@@ -78,6 +81,8 @@ class SchedulerClient(OperatorControls):
         dialect: str | Dialect | SqlDialect | None = None,
         clock: Clock | None = None,
         notify: bool = True,
+        tracing: bool = False,
+        tracer_provider: Any = None,
         _repository: TaskRepository | None = None,
         _on_scheduled: Callable[..., None] | None = None,
     ) -> None:
@@ -97,6 +102,10 @@ class SchedulerClient(OperatorControls):
             )
         self._repository = _repository
         self._on_scheduled = _on_scheduled
+        #: a PRODUCER span per schedule call made under a span, its context kept for the run
+        self._schedule_tracing: ScheduleTracing | None = (
+            schedule_tracing(_repository, self.clock, tracer_provider) if tracing else None
+        )
 
     @classmethod
     def create(cls, engine: sa.Engine, *tasks: Task[Any], **options: Any) -> SchedulerClient:
@@ -150,6 +159,12 @@ class SchedulerClient(OperatorControls):
         notify = self._on_scheduled
         run_after_commit(as_connection(connection), lambda: notify(key, execution_time, committing=True))
 
+    def _producing(
+        self, rows: Sequence[NewExecution], connection: ConnectionLike | None
+    ) -> AbstractContextManager[None]:
+        tracing = self._schedule_tracing
+        return nullcontext() if tracing is None else tracing.producing(rows, connection)
+
     @staticmethod
     def _split(
         item: TaskInstance[Any] | SchedulableInstance[Any], when: When | None
@@ -171,7 +186,9 @@ class SchedulerClient(OperatorControls):
         """Insert the execution unless its key exists; True when it was inserted."""
         inst, rule = self._split(instance, execution_time)
         when = self._time(execution_time, rule)
-        created = self._repository.create_if_not_exists(self._new(inst, when), connection)
+        new = self._new(inst, when)
+        with self._producing((new,), connection):
+            created = self._repository.create_if_not_exists(new, connection)
         if created:
             self._scheduled(inst.key, when, connection)
         return created
@@ -193,7 +210,10 @@ class SchedulerClient(OperatorControls):
         policy = WhenExists(when_exists) if isinstance(when_exists, str) else when_exists
         inst, rule = self._split(instance, execution_time)
         when = self._time(execution_time, rule)
-        if self._repository.create_if_not_exists(self._new(inst, when), connection):
+        new = self._new(inst, when)
+        with self._producing((new,), connection):
+            created = self._repository.create_if_not_exists(new, connection)
+        if created:
             self._scheduled(inst.key, when, connection)
             return True
         if policy is WhenExists.RESCHEDULE:
@@ -229,11 +249,12 @@ class SchedulerClient(OperatorControls):
             rows.append(self._new(inst, when))
         if not rows:
             return 0
-        if connection is None:
-            with self._repository.engine.begin() as conn:
-                self._insert_chunks(rows, conn, chunk_size)
-        else:
-            self._insert_chunks(rows, connection, chunk_size)
+        with self._producing(rows, connection):
+            if connection is None:
+                with self._repository.engine.begin() as conn:
+                    self._insert_chunks(rows, conn, chunk_size)
+            else:
+                self._insert_chunks(rows, connection, chunk_size)
         if self._on_scheduled is not None:
             for row in rows:
                 self._scheduled(

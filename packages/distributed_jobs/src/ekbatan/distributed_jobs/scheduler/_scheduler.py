@@ -53,9 +53,12 @@ from ekbatan.distributed_jobs.scheduler._table.session_setup import install_sess
 from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler._tasks.startup import StartupTasks
+from ekbatan.distributed_jobs.scheduler._telemetry.propagation import TraceContexts
+from ekbatan.distributed_jobs.scheduler._telemetry.settings import DEFAULT_NAMES_REFRESH
 from ekbatan.distributed_jobs.scheduler._telemetry.wiring import (
     engine_metrics,
     execution_tracing,
+    schedule_tracing,
     table_gauges,
 )
 from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
@@ -92,8 +95,14 @@ class Scheduler(SchedulerClient):
         telemetry = options.telemetry
         self.metrics = None if telemetry is None or not telemetry.metrics else engine_metrics(telemetry)
         interceptors = options.interceptors
+        contexts: TraceContexts | None = None
         if telemetry is not None and telemetry.traces:
-            interceptors = (execution_tracing(telemetry), *interceptors)  # outermost
+            if telemetry.schedule_context != "off":
+                # one per scheduler: a schedule made here makes its task name known to its runs
+                contexts = TraceContexts(
+                    options.engine, dialect, options.table_name, options.clock, DEFAULT_NAMES_REFRESH
+                )
+            interceptors = (execution_tracing(telemetry, contexts), *interceptors)  # outermost
         self.listeners = Listeners(
             options.listeners
             + (() if history is None else (history,))
@@ -127,6 +136,11 @@ class Scheduler(SchedulerClient):
             _repository=repository,
             _on_scheduled=self._on_execution_scheduled,
         )
+        if contexts is not None:
+            assert telemetry is not None
+            self._schedule_tracing = schedule_tracing(
+                repository, self.clock, telemetry.tracer_provider, contexts
+            )
         # Startup scheduling writes without listeners: no immediate-execution hints before
         # the poller even runs.
         self._startup = StartupTasks(

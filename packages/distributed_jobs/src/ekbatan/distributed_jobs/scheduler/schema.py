@@ -18,6 +18,8 @@ from ekbatan.distributed_jobs.scheduler._table.held_ddl import (
     held_table_name,
     history_ddl_statements,
     history_table_name,
+    traces_ddl_statements,
+    traces_table_name,
 )
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, backend_for, resolve_dialect
 
@@ -100,7 +102,7 @@ def create_table(
     dialect: str | Dialect | SqlDialect | None = None,
 ) -> bool:
     """Create the table and its indexes unless the table exists, and its companion tables
-    ``<table>_held``, ``<table>_pauses`` and ``<table>_history`` unless they exist; return
+    ``<table>_held``, ``<table>_pauses``, ``<table>_history`` and ``<table>_traces`` unless they exist; return
     whether it created ``table_name``."""
     backend = resolve_dialect(engine, dialect)
     created = False
@@ -118,7 +120,7 @@ def create_companion_tables(
     table_name: str = DEFAULT_TABLE_NAME,
     dialect: str | Dialect | SqlDialect | None = None,
 ) -> None:
-    """Create ``<table>_held``, ``<table>_pauses`` and ``<table>_history`` unless they exist
+    """Create ``<table>_held``, ``<table>_pauses``, ``<table>_history`` and ``<table>_traces`` unless they exist
     (``ekbatan migrate`` creates them for the default table name)."""
     validate_table_name(table_name)
     backend = resolve_dialect(engine, dialect)
@@ -126,6 +128,7 @@ def create_companion_tables(
         for exists, statements in (
             (held_table_name(table_name), held_ddl_statements),
             (history_table_name(table_name), history_ddl_statements),
+            (traces_table_name(table_name), traces_ddl_statements),
         ):
             if not table_exists(connection, exists):
                 for statement in statements(backend.dialect, table_name):
@@ -144,6 +147,9 @@ def migrations() -> list[tuple[str, str, str, Callable[[str], list[str]]]]:
     def history(dialect: str) -> list[str]:
         return [_if_not_exists(stmt, dialect) for stmt in history_ddl_statements(dialect, DEFAULT_TABLE_NAME)]
 
+    def traces(dialect: str) -> list[str]:
+        return [_if_not_exists(stmt, dialect) for stmt in traces_ddl_statements(dialect, DEFAULT_TABLE_NAME)]
+
     def companions(dialect: str) -> list[str]:
         return [_if_not_exists(stmt, dialect) for stmt in held_ddl_statements(dialect, DEFAULT_TABLE_NAME)]
 
@@ -151,6 +157,7 @@ def migrations() -> list[tuple[str, str, str, Callable[[str], list[str]]]]:
         ("scheduled_tasks", "0001", "db-scheduler's scheduled_tasks table", statements),
         ("scheduled_tasks", "0002", "held executions (dead letters, paused) and task pauses", companions),
         ("scheduled_tasks", "0003", "execution history", history),
+        ("scheduled_tasks", "0004", "trace context of executions scheduled under a span", traces),
     ]
 
 

@@ -33,6 +33,7 @@ from ekbatan.distributed_jobs.scheduler import (
     held_table_name,
     history_table_name,
     pauses_table_name,
+    traces_table_name,
 )
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME
 from ekbatan.integrations.cli.app import EXIT_FAILED, Invocation, describe, ekbatan_command
@@ -298,17 +299,22 @@ def _table_check(
 
 
 def _companions_check(pool: Pool, connection: sa.Connection) -> Check:
-    """The tables beside ``scheduled_tasks`` (migrations ``scheduled_tasks`` 0002 and 0003): a
-    deployment migrated before them runs, but keeps no dead letters, pauses or history."""
+    """The tables beside ``scheduled_tasks`` (migrations ``scheduled_tasks`` 0002 to 0004): a
+    deployment migrated before them runs, but keeps no dead letters, pauses, history or trace
+    links."""
     inspector = sa.inspect(connection)
-    tables = [f(DEFAULT_TABLE_NAME) for f in (held_table_name, pauses_table_name, history_table_name)]
+    tables = [
+        f(DEFAULT_TABLE_NAME)
+        for f in (held_table_name, pauses_table_name, history_table_name, traces_table_name)
+    ]
     missing = [table for table in tables if not inspector.has_table(table)]
     if missing:
         return Check(
             WARN,
             "table",
             pool.label,
-            f"{', '.join(missing)} missing: dead letters, pauses and execution history need them; run "
+            f"{', '.join(missing)} missing: dead letters, pauses, execution history and trace links "
+            "need them; run "
             "ekbatan migrate",
         )
     return Check(PASS, "table", pool.label, f"{', '.join(tables)} present")

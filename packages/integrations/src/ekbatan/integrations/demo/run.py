@@ -34,6 +34,7 @@ from ekbatan.distributed_jobs.scheduler import (
     held_table_name,
     history_table_name,
     pauses_table_name,
+    traces_table_name,
 )
 from ekbatan.integrations.demo import shop
 from ekbatan.integrations.demo.progress import Progress
@@ -50,6 +51,7 @@ SCHEDULER_TABLES = (
     held_table_name(DEFAULT_TABLE_NAME),
     pauses_table_name(DEFAULT_TABLE_NAME),
     history_table_name(DEFAULT_TABLE_NAME),
+    traces_table_name(DEFAULT_TABLE_NAME),
 )
 
 

@@ -10,6 +10,10 @@ from typing import Any
 SCOPE = "ekbatan.distributed_jobs"
 #: how often, at most, the gauges read from the database are read again, per process
 DEFAULT_GAUGE_INTERVAL = timedelta(seconds=30)
+#: seconds between two reads of the task names with stored trace contexts (see propagation)
+DEFAULT_NAMES_REFRESH = 10.0
+#: what a run's span is to the span of the schedule call that made it
+SCHEDULE_CONTEXTS = ("link", "parent", "off")
 
 _INSTALL = "pip install 'ekbatan-distributed-jobs[otel]' (it brings opentelemetry-api)"
 
@@ -24,6 +28,7 @@ class TelemetrySettings:
     database_gauges: bool = True
     gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL
     semantic_conventions: bool = False
+    schedule_context: str = "link"
     meter_provider: Any = None
     tracer_provider: Any = None
 
@@ -31,6 +36,11 @@ class TelemetrySettings:
         if self.gauge_interval <= timedelta(0):
             raise ValueError(
                 f"gauge_interval must be positive, got {self.gauge_interval}; write e.g. timedelta(seconds=30)"
+            )
+        if self.schedule_context not in SCHEDULE_CONTEXTS:
+            raise ValueError(
+                f"schedule_context must be one of {', '.join(SCHEDULE_CONTEXTS)}, got {self.schedule_context!r}: "
+                "link (the run's span links to the schedule call's), parent (is its child), off"
             )
         require_api()
 

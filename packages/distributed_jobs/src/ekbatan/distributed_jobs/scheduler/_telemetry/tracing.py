@@ -14,15 +14,29 @@ from ekbatan.distributed_jobs.scheduler._context import ExecutionContext
 from ekbatan.distributed_jobs.scheduler._instances import TaskInstance
 from ekbatan.distributed_jobs.scheduler._observability import ExecutionChain, ExecutionInterceptor
 from ekbatan.distributed_jobs.scheduler._tasks.completion import CompletionHandler
+from ekbatan.distributed_jobs.scheduler._telemetry.propagation import TraceContexts, parent_context
 
 
 class ExecutionTracing(ExecutionInterceptor):
-    def __init__(self, tracer: Any) -> None:
-        from opentelemetry.trace import SpanKind, Status, StatusCode
+    """``contexts``: where the schedule calls' trace contexts are taken from (None: not
+    looked up); the run's span links to its schedule call's, or is its child."""
+
+    def __init__(
+        self, tracer: Any, contexts: TraceContexts | None, *, child_of_schedule: bool = False
+    ) -> None:
+        from opentelemetry.trace import (
+            Link,
+            SpanKind,
+            Status,
+            StatusCode,
+        )
 
         self.tracer = tracer
+        self.contexts = contexts
+        self.child_of_schedule = child_of_schedule
         self._kind = SpanKind.CONSUMER
         self._error = Status(StatusCode.ERROR)
+        self._link = Link
 
     def execute(
         self, instance: TaskInstance[Any], ctx: ExecutionContext, chain: ExecutionChain
@@ -40,11 +54,22 @@ class ExecutionTracing(ExecutionInterceptor):
             "ekbatan.fencing_token": execution.version,
             "ekbatan.due_time": execution.execution_time.isoformat(),
         }
+        links, parent = None, None
+        carrier = None if self.contexts is None else self.contexts.take(execution)
+        if carrier is not None:
+            scheduled = parent_context(carrier)
+            if scheduled.is_valid:
+                if self.child_of_schedule:
+                    parent = _as_parent(scheduled)
+                else:
+                    links = [self._link(scheduled)]
         # record_exception/set_status_on_exception by hand: the run's result is set either way
         with self.tracer.start_as_current_span(
             f"process {execution.task_name}",
+            context=parent,
             kind=self._kind,
             attributes=attributes,
+            links=links,
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
@@ -58,3 +83,10 @@ class ExecutionTracing(ExecutionInterceptor):
                 raise
             span.set_attribute("ekbatan.result", "succeeded")
             return completion
+
+
+def _as_parent(span_context: Any) -> Any:
+    """An OpenTelemetry context whose current span is ``span_context`` (another process's)."""
+    from opentelemetry.trace import NonRecordingSpan, set_span_in_context
+
+    return set_span_in_context(NonRecordingSpan(span_context))

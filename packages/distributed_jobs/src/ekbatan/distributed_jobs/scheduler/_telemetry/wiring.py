@@ -9,7 +9,14 @@ from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._telemetry.gauges import TableGauges
 from ekbatan.distributed_jobs.scheduler._telemetry.metrics import EngineMetrics
-from ekbatan.distributed_jobs.scheduler._telemetry.settings import SCOPE, TelemetrySettings, package_version
+from ekbatan.distributed_jobs.scheduler._telemetry.propagation import ScheduleTracing, TraceContexts
+from ekbatan.distributed_jobs.scheduler._telemetry.settings import (
+    DEFAULT_NAMES_REFRESH,
+    SCOPE,
+    TelemetrySettings,
+    package_version,
+    require_api,
+)
 from ekbatan.distributed_jobs.scheduler._telemetry.tracing import ExecutionTracing
 
 
@@ -30,8 +37,28 @@ def table_gauges(settings: TelemetrySettings, repository: TaskRepository, clock:
     return gauges
 
 
-def execution_tracing(settings: TelemetrySettings) -> ExecutionTracing:
+def _tracer(provider: Any) -> Any:
     from opentelemetry import trace
 
-    provider = settings.tracer_provider or trace.get_tracer_provider()
-    return ExecutionTracing(provider.get_tracer(SCOPE, package_version()))
+    return (provider or trace.get_tracer_provider()).get_tracer(SCOPE, package_version())
+
+
+def execution_tracing(settings: TelemetrySettings, contexts: TraceContexts | None) -> ExecutionTracing:
+    return ExecutionTracing(
+        _tracer(settings.tracer_provider),
+        contexts if settings.schedule_context != "off" else None,
+        child_of_schedule=settings.schedule_context == "parent",
+    )
+
+
+def schedule_tracing(
+    repository: TaskRepository, clock: Clock, tracer_provider: Any, contexts: TraceContexts | None = None
+) -> ScheduleTracing:
+    require_api()
+    return ScheduleTracing(
+        _tracer(tracer_provider),
+        contexts
+        or TraceContexts(
+            repository.engine, repository.dialect, repository.table_name, clock, DEFAULT_NAMES_REFRESH
+        ),
+    )
