@@ -63,17 +63,17 @@ def build_scheduler(
         builder = builder.execution_history()  # every run recorded in scheduled_tasks_history
     telemetry = opts.get("telemetry")
     if telemetry == "api":
-        builder = builder.telemetry()  # OpenTelemetry's global providers: no SDK, so no-ops
-    elif telemetry == "sdk":
+        builder = builder.telemetry()  # OpenTelemetry's global providers: no SDK installed
+    elif telemetry in ("metrics", "full"):
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.trace import TracerProvider
 
-        # the SDK recording every metric for a Prometheus reader, and every run's span
-        # (sampled, ended, exported nowhere); a scraper thread collects as Prometheus would
+        # the SDK recording every metric for a Prometheus reader (a scraper thread collects as a
+        # Prometheus server would); "full" also makes every run's span (sampled, exported nowhere)
         builder = builder.telemetry(
             meter_provider=MeterProvider(metric_readers=[PrometheusMetricReader()]),
-            tracer_provider=TracerProvider(),
+            tracer_provider=TracerProvider() if telemetry == "full" else None,
         )
     fractions = opts.get("fractions")  # (lower, upper) of the strategy, else its defaults
     strategy = opts.get("strategy", "fetch")
@@ -127,7 +127,7 @@ def scheduler_worker(pipe: Any, go: Any, stop: Any, url: str, opts: dict[str, An
     go.wait()
     started = time.perf_counter()
     scheduler.start()
-    if opts.get("telemetry") == "sdk":
+    if opts.get("telemetry") in ("metrics", "full"):
         threading.Thread(
             target=_scrape_until, args=(stop, float(opts.get("scrape_every", 5))), daemon=True
         ).start()

@@ -291,6 +291,22 @@ def test_nothing_is_built_when_telemetry_is_off(engine, clock, built):
     assert not any(type(i).__name__ == "ExecutionTracing" for i in scheduler.runner.interceptors)
 
 
+def test_nothing_is_built_while_no_sdk_is_installed(engine, clock, built, caplog):
+    from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.trace import NoOpTracerProvider
+
+    # what OpenTelemetry's global providers are before an application installs an SDK: the
+    # API's own (given here: another test in this process may have installed an SDK globally)
+    no_sdk = {"meter_provider": NoOpMeterProvider(), "tracer_provider": NoOpTracerProvider()}
+    with caplog.at_level("INFO", logger="ekbatan.distributed_jobs.scheduler.telemetry"):
+        scheduler = Scheduler.create(engine, OK).clock(clock).telemetry(**no_sdk).build()
+    built.append(scheduler)
+    assert scheduler.metrics is None and scheduler.gauges is None and scheduler._schedule_tracing is None
+    assert not any(type(i).__name__ == "ExecutionTracing" for i in scheduler.runner.interceptors)
+    assert "no OpenTelemetry SDK meter provider is installed" in caplog.text
+    assert "no OpenTelemetry SDK tracer provider is installed" in caplog.text
+
+
 def test_telemetry_without_the_opentelemetry_api_says_what_to_install(engine, monkeypatch):
     monkeypatch.setitem(sys.modules, "opentelemetry.metrics", None)  # as if not installed
     with pytest.raises(ImportError, match=r"pip install 'ekbatan-distributed-jobs\[otel\]'"):

@@ -59,6 +59,8 @@ from ekbatan.distributed_jobs.scheduler._telemetry.wiring import (
     engine_metrics,
     execution_tracing,
     schedule_tracing,
+    sdk_meter_provider,
+    sdk_tracer_provider,
     table_gauges,
 )
 from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
@@ -93,16 +95,22 @@ class Scheduler(SchedulerClient):
         )
         extra = () if history is None else (history.prune_task,)
         telemetry = options.telemetry
-        self.metrics = None if telemetry is None or not telemetry.metrics else engine_metrics(telemetry)
+        meters = None if telemetry is None else sdk_meter_provider(telemetry)
+        self.metrics = None if meters is None or telemetry is None else engine_metrics(meters, telemetry)
+        tracers = (
+            None
+            if telemetry is None or not telemetry.traces
+            else sdk_tracer_provider(telemetry.tracer_provider)
+        )
         interceptors = options.interceptors
         contexts: TraceContexts | None = None
-        if telemetry is not None and telemetry.traces:
+        if tracers is not None and telemetry is not None:
             if telemetry.schedule_context != "off":
                 # one per scheduler: a schedule made here makes its task name known to its runs
                 contexts = TraceContexts(
                     options.engine, dialect, options.table_name, options.clock, DEFAULT_NAMES_REFRESH
                 )
-            interceptors = (execution_tracing(telemetry, contexts), *interceptors)  # outermost
+            interceptors = (execution_tracing(tracers, telemetry, contexts), *interceptors)  # outermost
         self.listeners = Listeners(
             options.listeners
             + (() if history is None else (history,))
@@ -126,8 +134,8 @@ class Scheduler(SchedulerClient):
             history.bind(repository)
         self.gauges = (
             None
-            if telemetry is None or not (telemetry.metrics and telemetry.database_gauges)
-            else table_gauges(telemetry, repository, options.clock)
+            if meters is None or telemetry is None or not telemetry.database_gauges
+            else table_gauges(meters, telemetry, repository, options.clock)
         )
         super().__init__(
             options.engine,
@@ -137,10 +145,7 @@ class Scheduler(SchedulerClient):
             _on_scheduled=self._on_execution_scheduled,
         )
         if contexts is not None:
-            assert telemetry is not None
-            self._schedule_tracing = schedule_tracing(
-                repository, self.clock, telemetry.tracer_provider, contexts
-            )
+            self._schedule_tracing = schedule_tracing(repository, self.clock, tracers, contexts)
         # Startup scheduling writes without listeners: no immediate-execution hints before
         # the poller even runs.
         self._startup = StartupTasks(

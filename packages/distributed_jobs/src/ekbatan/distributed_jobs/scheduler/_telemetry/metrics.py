@@ -15,6 +15,7 @@ from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionCo
 from ekbatan.distributed_jobs.scheduler._history.records import RunResult
 from ekbatan.distributed_jobs.scheduler._observability import SchedulerEventType, SchedulerListener
 from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations, run_result
+from ekbatan.distributed_jobs.scheduler._telemetry.counters import LocalCounter
 
 #: seconds: an execution's duration and lag, a poll's duration (OpenTelemetry's default
 #: buckets are made for milliseconds: they would put every run below one second in one bucket)
@@ -23,10 +24,12 @@ SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 
 class EngineMetrics(SchedulerListener):
     def __init__(self, meter: Any, *, semantic_conventions: bool = False) -> None:
-        self.executions = meter.create_counter(
+        self.executions = LocalCounter(
+            meter,
             "ekbatan.executions",
-            unit="{execution}",
-            description="Finished runs, by task and result (succeeded, failed, dead, revived, abandoned)",
+            "{execution}",
+            "Finished runs, by task and result (succeeded, failed, dead, revived, abandoned)",
+            ("task", "result"),
         )
         self.duration = _seconds(
             meter,
@@ -39,20 +42,26 @@ class EngineMetrics(SchedulerListener):
         self.poll_duration = _seconds(
             meter, "ekbatan.poll.duration", "How long one poll for due executions took"
         )
-        self.poll_claimed = meter.create_counter(
+        self.poll_claimed = LocalCounter(
+            meter,
             "ekbatan.poll.claimed",
-            unit="{execution}",
-            description="Due executions found by polls (via=poll) and claimed from notifications (via=notification)",
+            "{execution}",
+            "Due executions found by polls (via=poll) and claimed from notifications (via=notification)",
+            ("via",),
         )
-        self.heartbeat_failures = meter.create_counter(
+        self.heartbeat_failures = LocalCounter(
+            meter,
             "ekbatan.heartbeat.failures",
-            unit="{heartbeat}",
-            description="Heartbeats of running executions that could not be written, by task",
+            "{heartbeat}",
+            "Heartbeats of running executions that could not be written, by task",
+            ("task",),
         )
-        self.revived = meter.create_counter(
+        self.revived = LocalCounter(
+            meter,
             "ekbatan.dead_executions.revived",
-            unit="{execution}",
-            description="Executions found dead (their node stopped heartbeating) and handled, by task",
+            "{execution}",
+            "Executions found dead (their node stopped heartbeating) and handled, by task",
+            ("task",),
         )
         self.process_duration = (
             _seconds(
@@ -66,8 +75,6 @@ class EngineMetrics(SchedulerListener):
         # attribute dicts are made once per (task, result): measurements reuse them
         self._task_attrs: dict[str, dict[str, str]] = {}
         self._result_attrs: dict[tuple[str, str], dict[str, str]] = {}
-        self._via_poll = {"via": "poll"}
-        self._via_notification = {"via": "notification"}
 
     # ------------------------------------------------------------------ attributes
     def _task(self, task: str) -> dict[str, str]:
@@ -93,9 +100,8 @@ class EngineMetrics(SchedulerListener):
         task = complete.execution.task_name
         result = run_result(complete)
         seconds = (complete.time_done - complete.time_started).total_seconds()
-        attrs = self._result(task, result)
-        self.executions.add(1, attrs)
-        self.duration.record(seconds, attrs)
+        self.executions.add((task, result.value))
+        self.duration.record(seconds, self._result(task, result))
         if self.process_duration is not None:
             self.process_duration.record(
                 seconds,
@@ -111,21 +117,21 @@ class EngineMetrics(SchedulerListener):
         """A run whose node stopped heartbeating, handled: revived (rescheduled) or abandoned."""
         revived = ops.outcome in ("rescheduled", "replaced")
         task = execution.task_name
-        self.executions.add(1, self._result(task, RunResult.REVIVED if revived else RunResult.ABANDONED))
-        self.revived.add(1, self._task(task))
+        self.executions.add((task, (RunResult.REVIVED if revived else RunResult.ABANDONED).value))
+        self.revived.add((task,))
 
     def on_execution_failed_heartbeat(self, currently_executing: CurrentlyExecuting) -> None:
-        self.heartbeat_failures.add(1, self._task(currently_executing.execution.task_name))
+        self.heartbeat_failures.add((currently_executing.execution.task_name,))
 
     # ------------------------------------------------------------------ polls
     def on_poll(self, seconds: float, claimed: int) -> None:
         self.poll_duration.record(seconds)
         if claimed:
-            self.poll_claimed.add(claimed, self._via_poll)
+            self.poll_claimed.add(("poll",), claimed)
 
     def on_scheduler_event(self, event: SchedulerEventType) -> None:
         if event is SchedulerEventType.RAN_CLAIM_NOTIFIED:
-            self.poll_claimed.add(1, self._via_notification)
+            self.poll_claimed.add(("notification",))
 
 
 def _seconds(meter: Any, name: str, description: str) -> Any:

@@ -1,8 +1,15 @@
-"""Making the engine's meter, tracer and their users from :class:`TelemetrySettings` (the
-only module here that touches OpenTelemetry's globals)."""
+"""Making the engine's meters, tracers and their users from :class:`TelemetrySettings` (the
+only module here that touches OpenTelemetry's globals).
+
+A provider that is OpenTelemetry's own no-op (the global one before the application installs
+an SDK) gets nothing built for it: calling no-op instruments and spans thousands of times a
+second costs a worker a share of its time and records nothing. So telemetry has no cost until
+an SDK is installed — before the scheduler is built; one INFO line says when it was not.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ekbatan.distributed_jobs.scheduler._clock import Clock
@@ -19,33 +26,56 @@ from ekbatan.distributed_jobs.scheduler._telemetry.settings import (
 )
 from ekbatan.distributed_jobs.scheduler._telemetry.tracing import ExecutionTracing
 
-
-def _meter(settings: TelemetrySettings) -> Any:
-    from opentelemetry import metrics
-
-    provider = settings.meter_provider or metrics.get_meter_provider()
-    return provider.get_meter(SCOPE, package_version())
+log = logging.getLogger("ekbatan.distributed_jobs.scheduler.telemetry")
 
 
-def engine_metrics(settings: TelemetrySettings) -> EngineMetrics:
-    return EngineMetrics(_meter(settings), semantic_conventions=settings.semantic_conventions)
+def _sdk_provider(given: Any, kind: str) -> Any | None:
+    """``given``, else the global provider of ``kind`` ("metrics" or "trace"); None when that
+    is the API's own no-op (its module is the API package's, an SDK's is not)."""
+    import opentelemetry.metrics
+    import opentelemetry.trace
+
+    api = opentelemetry.metrics if kind == "metrics" else opentelemetry.trace
+    provider = given or (api.get_meter_provider() if kind == "metrics" else api.get_tracer_provider())
+    if type(provider).__module__.startswith(api.__name__):
+        log.info(
+            "telemetry: no OpenTelemetry SDK %s provider is installed, so no %s are recorded; install "
+            "one (set_%s_provider) before building the scheduler, or pass it to telemetry()",
+            "meter" if kind == "metrics" else "tracer",
+            "metrics" if kind == "metrics" else "spans",
+            "meter" if kind == "metrics" else "tracer",
+        )
+        return None
+    return provider
 
 
-def table_gauges(settings: TelemetrySettings, repository: TaskRepository, clock: Clock) -> TableGauges:
+def sdk_meter_provider(settings: TelemetrySettings) -> Any | None:
+    return _sdk_provider(settings.meter_provider, "metrics") if settings.metrics else None
+
+
+def sdk_tracer_provider(given: Any) -> Any | None:
+    return _sdk_provider(given, "trace")
+
+
+def engine_metrics(provider: Any, settings: TelemetrySettings) -> EngineMetrics:
+    return EngineMetrics(
+        provider.get_meter(SCOPE, package_version()), semantic_conventions=settings.semantic_conventions
+    )
+
+
+def table_gauges(
+    provider: Any, settings: TelemetrySettings, repository: TaskRepository, clock: Clock
+) -> TableGauges:
     gauges = TableGauges(repository, clock, settings.gauge_interval)
-    gauges.register(_meter(settings))
+    gauges.register(provider.get_meter(SCOPE, package_version()))
     return gauges
 
 
-def _tracer(provider: Any) -> Any:
-    from opentelemetry import trace
-
-    return (provider or trace.get_tracer_provider()).get_tracer(SCOPE, package_version())
-
-
-def execution_tracing(settings: TelemetrySettings, contexts: TraceContexts | None) -> ExecutionTracing:
+def execution_tracing(
+    provider: Any, settings: TelemetrySettings, contexts: TraceContexts | None
+) -> ExecutionTracing:
     return ExecutionTracing(
-        _tracer(settings.tracer_provider),
+        provider.get_tracer(SCOPE, package_version()),
         contexts if settings.schedule_context != "off" else None,
         child_of_schedule=settings.schedule_context == "parent",
     )
@@ -53,10 +83,14 @@ def execution_tracing(settings: TelemetrySettings, contexts: TraceContexts | Non
 
 def schedule_tracing(
     repository: TaskRepository, clock: Clock, tracer_provider: Any, contexts: TraceContexts | None = None
-) -> ScheduleTracing:
+) -> ScheduleTracing | None:
+    """What traces schedule calls; None without an SDK tracer provider."""
     require_api()
+    provider = sdk_tracer_provider(tracer_provider)
+    if provider is None:
+        return None
     return ScheduleTracing(
-        _tracer(tracer_provider),
+        provider.get_tracer(SCOPE, package_version()),
         contexts
         or TraceContexts(
             repository.engine, repository.dialect, repository.table_name, clock, DEFAULT_NAMES_REFRESH
