@@ -1,8 +1,9 @@
 """What telemetry costs, interleaved: the engine's defaults with telemetry off, against the same
 with ``telemetry()`` on and no SDK installed (OpenTelemetry's global no-op providers: what a
-library user who added the extra but configured nothing gets; goal ≥ 0.99), with the SDK
-recording every metric for a Prometheus reader, a scraper collecting every 5 s (goal ≥ 0.9),
-and with that and every run's span besides ("full": no goal, a span per run is the price of
+library user who added the extra but configured nothing gets; goal ≥ 0.99), served to
+Prometheus by ``prometheus_client`` from the process's own counters (``prometheus_registry``,
+no SDK), with the SDK recording every metric for a Prometheus reader (goal ≥ 0.9), each
+scraped every 5 s, and with that and every run's span besides ("full": no goal, a span per run is the price of
 tracing every run; sample to lower it).
 
 Each round drains ``EXECUTIONS`` trivial due executions in each configuration (the order
@@ -25,8 +26,9 @@ from bench import throughput
 from bench.common import create_scheduler_table, scratch_database
 
 DEFAULTS: dict[str, Any] = {"strategy": "default", "threads": 10, "strict": False}
-#: off, the API without an SDK, the SDK's metrics with a Prometheus reader, metrics and spans
-CONFIGS = (None, "api", "metrics", "full")
+#: off, the API without an SDK, Prometheus without an SDK, the SDK's metrics with a Prometheus
+#: reader, those and spans
+CONFIGS = (None, "api", "prometheus", "metrics", "full")
 MEASURED = CONFIGS[1:]
 
 

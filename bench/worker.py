@@ -64,6 +64,11 @@ def build_scheduler(
     telemetry = opts.get("telemetry")
     if telemetry == "api":
         builder = builder.telemetry()  # OpenTelemetry's global providers: no SDK installed
+    elif telemetry == "prometheus":
+        from prometheus_client import REGISTRY
+
+        # served by prometheus_client from the process's own counters: no SDK
+        builder = builder.telemetry(prometheus_registry=REGISTRY)
     elif telemetry in ("metrics", "full"):
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
@@ -127,7 +132,7 @@ def scheduler_worker(pipe: Any, go: Any, stop: Any, url: str, opts: dict[str, An
     go.wait()
     started = time.perf_counter()
     scheduler.start()
-    if opts.get("telemetry") in ("metrics", "full"):
+    if opts.get("telemetry") in ("prometheus", "metrics", "full"):
         threading.Thread(
             target=_scrape_until, args=(stop, float(opts.get("scrape_every", 5))), daemon=True
         ).start()

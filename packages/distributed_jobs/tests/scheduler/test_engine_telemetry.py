@@ -452,3 +452,64 @@ def scalar(engine, sql: str) -> Any:
 def run_sql(engine, sql: str) -> list[Any]:
     with engine.connect() as conn:
         return list(conn.exec_driver_sql(sql))
+
+
+# --------------------------------------------------------------------------- Prometheus
+def scrape(registry: Any) -> dict[str, Any]:
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        family.name: family for family in text_string_to_metric_families(generate_latest(registry).decode())
+    }
+
+
+def test_a_prometheus_registry_serves_the_same_names_as_opentelemetrys_exporter(engine, clock, built, client):
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import CollectorRegistry
+
+    native, exported = CollectorRegistry(), CollectorRegistry()
+    sdk = MeterProvider(metric_readers=[PrometheusMetricReader(registry=exported, disable_target_info=True)])
+    for n, registry in enumerate((native, exported)):
+        task = Tasks.one_time(f"job-{n}").execute(fail if n else (lambda i, c: None))
+        options = {"prometheus_registry": registry} if registry is native else {"meter_provider": sdk}
+        scheduler = (
+            Scheduler.create(engine, task).clock(clock).failure_logging("OFF").telemetry(**options).build()
+        )
+        built.append(scheduler)
+        for k in range(3):
+            client.schedule(task.instance(f"order-{k}"), T0 - timedelta(seconds=5))
+        assert scheduler.run_any_due_executions() == 3
+    ours, theirs = scrape(native), scrape(exported)
+    ekbatan = sorted(name for name in theirs if name.startswith("ekbatan"))
+    assert sorted(ours) == ekbatan  # dashboards work with either
+    assert {"ekbatan_executions", "ekbatan_execution_duration_seconds", "ekbatan_due"} <= set(ours)
+    for family in (ours["ekbatan_executions"], theirs["ekbatan_executions"]):
+        assert family.type == "counter"
+    samples = {
+        (s.name, s.labels.get("task"), s.labels.get("result")): s.value
+        for s in ours["ekbatan_executions"].samples
+    }
+    assert samples[("ekbatan_executions_total", "job-0", "succeeded")] == 3
+    lag = {s.name: s.value for s in ours["ekbatan_execution_lag_seconds"].samples}
+    assert (lag["ekbatan_execution_lag_seconds_count"], lag["ekbatan_execution_lag_seconds_sum"]) == (3, 15.0)
+    bucket = [s for s in ours["ekbatan_execution_lag_seconds"].samples if s.labels.get("le") == "5.0"]
+    assert bucket[0].value == 3  # each lag was 5 s exactly: counted in le="5.0", as Prometheus counts
+    due = {s.labels["task"]: s.value for s in ours["ekbatan_due"].samples}
+    # read from the table: job-0's runs succeeded and left it; job-1's failed and wait for a retry
+    assert due == {"job-1": 0}
+    for family in ours.values():
+        for sample in family.samples:
+            assert not any(v.startswith("order-") for v in sample.labels.values()), sample
+
+
+def test_a_stopped_scheduler_is_no_longer_served(engine, clock, built):
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    scheduler = Scheduler.create(engine, OK).clock(clock).telemetry(prometheus_registry=registry).build()
+    SchedulerClient(engine, clock=clock).schedule(OK.instance("a"), T0)
+    assert scheduler.run_any_due_executions() == 1
+    assert "ekbatan_executions" in scrape(registry)
+    scheduler.stop()
+    assert not [name for name in scrape(registry) if name.startswith("ekbatan")]

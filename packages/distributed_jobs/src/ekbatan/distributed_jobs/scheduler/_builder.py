@@ -307,6 +307,7 @@ class SchedulerBuilder:
         gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL,
         semantic_conventions: bool = False,
         schedule_context: str = "link",
+        prometheus_registry: Any = None,
         meter_provider: Any = None,
         tracer_provider: Any = None,
     ) -> SchedulerBuilder:
@@ -318,7 +319,10 @@ class SchedulerBuilder:
         ``semantic_conventions`` adds ``messaging.process.duration``. A schedule call made under
         a span gets a PRODUCER span whose context is kept in ``<table>_traces`` for the run:
         ``schedule_context`` says whether the run's span links to it (``"link"``), is its child
-        (``"parent"``), or neither (``"off"``: nothing kept)."""
+        (``"parent"``), or neither (``"off"``: nothing kept). ``prometheus_registry`` (a
+        ``prometheus_client`` ``CollectorRegistry``): the metrics are served from it too, read
+        from the process's own counters at each scrape, no SDK needed (one scheduler per
+        registry; unregistered at stop)."""
         self._telemetry = (
             TelemetrySettings(
                 metrics=metrics,
@@ -327,6 +331,7 @@ class SchedulerBuilder:
                 gauge_interval=gauge_interval,
                 semantic_conventions=semantic_conventions,
                 schedule_context=schedule_context,
+                prometheus_registry=prometheus_registry,
                 meter_provider=meter_provider,
                 tracer_provider=tracer_provider,
             )

@@ -53,13 +53,14 @@ from ekbatan.distributed_jobs.scheduler._table.session_setup import install_sess
 from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler._tasks.startup import StartupTasks
+from ekbatan.distributed_jobs.scheduler._telemetry.gauges import TableGauges
+from ekbatan.distributed_jobs.scheduler._telemetry.metrics import EngineMetrics
 from ekbatan.distributed_jobs.scheduler._telemetry.propagation import TraceContexts
 from ekbatan.distributed_jobs.scheduler._telemetry.settings import DEFAULT_NAMES_REFRESH
 from ekbatan.distributed_jobs.scheduler._telemetry.wiring import (
     engine_metrics,
     execution_tracing,
     schedule_tracing,
-    sdk_meter_provider,
     sdk_tracer_provider,
     table_gauges,
 )
@@ -95,8 +96,8 @@ class Scheduler(SchedulerClient):
         )
         extra = () if history is None else (history.prune_task,)
         telemetry = options.telemetry
-        meters = None if telemetry is None else sdk_meter_provider(telemetry)
-        self.metrics = None if meters is None or telemetry is None else engine_metrics(meters, telemetry)
+        self.metrics: EngineMetrics | None
+        self.metrics, meter = (None, None) if telemetry is None else engine_metrics(telemetry)
         tracers = (
             None
             if telemetry is None or not telemetry.traces
@@ -132,11 +133,12 @@ class Scheduler(SchedulerClient):
         )
         if history is not None:
             history.bind(repository)
-        self.gauges = (
-            None
-            if meters is None or telemetry is None or not telemetry.database_gauges
-            else table_gauges(meters, telemetry, repository, options.clock)
-        )
+        self.gauges: TableGauges | None = None
+        self._stop_metrics: Callable[[], None] = lambda: None
+        if self.metrics is not None and telemetry is not None:
+            self.gauges, self._stop_metrics = table_gauges(
+                telemetry, self.metrics, meter, repository, options.clock
+            )
         super().__init__(
             options.engine,
             serializer=options.serializer,
@@ -468,6 +470,7 @@ class Scheduler(SchedulerClient):
         if not self._started:
             self.async_runner.stop()  # a manually driven scheduler may have run async handlers
             self.runner.deadlines.stop()
+            self._stop_metrics()
             return
         log.info("stopping scheduler %s", self.name)
         self.waiter.wake_or_skip_next_wait()
@@ -498,6 +501,7 @@ class Scheduler(SchedulerClient):
         self.runner.deadlines.stop()
         if self.execution_history is not None:
             self.execution_history.stop()  # after the workers: their runs' rows are written
+        self._stop_metrics()  # a stopped scheduler is no longer scraped
         self._started = False
         log.info("scheduler %s stopped", self.name)
 

@@ -22,6 +22,7 @@ from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._liveness.outage import FailureLog
 from ekbatan.distributed_jobs.scheduler._table.held_rows import HoldState
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
+from ekbatan.distributed_jobs.scheduler._telemetry.instruments import Described
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.telemetry")
 
@@ -38,6 +39,49 @@ class TableCounts:
     dead: dict[str, int] = field(default_factory=dict)
 
 
+#: each gauge, and the field of :class:`TableCounts` it reports
+GAUGES: tuple[tuple[Described, str], ...] = (
+    (Described("ekbatan.due", "{execution}", "Executions due and not picked, by task", ("task",)), "due"),
+    (
+        Described(
+            "ekbatan.oldest_due_age",
+            "s",
+            "How long the oldest due, not picked execution has been due, by task",
+            ("task",),
+        ),
+        "oldest_due_age",
+    ),
+    (
+        Described(
+            "ekbatan.running", "{execution}", "Executions picked (running) on any node, by task", ("task",)
+        ),
+        "running",
+    ),
+    (
+        Described("ekbatan.failing", "{execution}", "Executions whose last run failed, by task", ("task",)),
+        "failing",
+    ),
+    (
+        Described(
+            "ekbatan.paused",
+            "{execution}",
+            "Executions held back by a pause: paused one by one, or of a paused task name",
+            ("task",),
+        ),
+        "paused",
+    ),
+    (
+        Described(
+            "ekbatan.dead",
+            "{execution}",
+            "Dead letters: executions whose retries ran out, by task",
+            ("task",),
+        ),
+        "dead",
+    ),
+)
+
+
 class TableGauges:
     def __init__(self, repository: TaskRepository, clock: Clock, interval: timedelta) -> None:
         self.repository = repository
@@ -49,35 +93,20 @@ class TableGauges:
         self.failures = FailureLog("reading the gauges of the scheduled tasks", log, retried=False)
 
     def register(self, meter: Any) -> None:
+        """Report the gauges through OpenTelemetry observable gauges of ``meter``."""
         from opentelemetry.metrics import Observation
 
-        def gauge(name: str, unit: str, description: str, pick: str) -> None:
-            def observe(options: Any) -> Iterable[Observation]:
+        for described, pick in GAUGES:
+
+            def observe(options: Any, pick: str = pick) -> Iterable[Observation]:
                 counts = self.counts()
                 if counts is None:
                     return []
                 return [Observation(value, {"task": task}) for task, value in getattr(counts, pick).items()]
 
-            meter.create_observable_gauge(name, callbacks=[observe], unit=unit, description=description)
-
-        gauge("ekbatan.due", "{execution}", "Executions due and not picked, by task", "due")
-        gauge(
-            "ekbatan.oldest_due_age",
-            "s",
-            "How long the oldest due, not picked execution has been due, by task",
-            "oldest_due_age",
-        )
-        gauge("ekbatan.running", "{execution}", "Executions picked (running) on any node, by task", "running")
-        gauge("ekbatan.failing", "{execution}", "Executions whose last run failed, by task", "failing")
-        gauge(
-            "ekbatan.paused",
-            "{execution}",
-            "Executions held back by a pause: paused one by one, or of a paused task name",
-            "paused",
-        )
-        gauge(
-            "ekbatan.dead", "{execution}", "Dead letters: executions whose retries ran out, by task", "dead"
-        )
+            meter.create_observable_gauge(
+                described.name, callbacks=[observe], unit=described.unit, description=described.description
+            )
 
     def counts(self) -> TableCounts | None:
         """The last read, read again when it is older than the interval."""

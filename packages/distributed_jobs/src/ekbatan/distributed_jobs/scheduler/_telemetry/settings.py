@@ -21,7 +21,8 @@ _INSTALL = "pip install 'ekbatan-distributed-jobs[otel]' (it brings opentelemetr
 @dataclass(frozen=True, slots=True)
 class TelemetrySettings:
     """``meter_provider`` / ``tracer_provider``: None for OpenTelemetry's global ones (a no-op
-    until the application installs an SDK)."""
+    until the application installs an SDK). ``prometheus_registry``: a ``prometheus_client``
+    ``CollectorRegistry`` the metrics are served from as well, with no SDK in between."""
 
     metrics: bool = True
     traces: bool = True
@@ -29,6 +30,7 @@ class TelemetrySettings:
     gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL
     semantic_conventions: bool = False
     schedule_context: str = "link"
+    prometheus_registry: Any = None
     meter_provider: Any = None
     tracer_provider: Any = None
 

@@ -10,12 +10,14 @@ an SDK is installed — before the scheduler is built; one INFO line says when i
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._telemetry.gauges import TableGauges
 from ekbatan.distributed_jobs.scheduler._telemetry.metrics import EngineMetrics
+from ekbatan.distributed_jobs.scheduler._telemetry.prometheus import EngineCollector
 from ekbatan.distributed_jobs.scheduler._telemetry.propagation import ScheduleTracing, TraceContexts
 from ekbatan.distributed_jobs.scheduler._telemetry.settings import (
     DEFAULT_NAMES_REFRESH,
@@ -29,7 +31,7 @@ from ekbatan.distributed_jobs.scheduler._telemetry.tracing import ExecutionTraci
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.telemetry")
 
 
-def _sdk_provider(given: Any, kind: str) -> Any | None:
+def _sdk_provider(given: Any, kind: str, *, quiet: bool = False) -> Any | None:
     """``given``, else the global provider of ``kind`` ("metrics" or "trace"); None when that
     is the API's own no-op (its module is the API package's, an SDK's is not)."""
     import opentelemetry.metrics
@@ -38,37 +40,56 @@ def _sdk_provider(given: Any, kind: str) -> Any | None:
     api = opentelemetry.metrics if kind == "metrics" else opentelemetry.trace
     provider = given or (api.get_meter_provider() if kind == "metrics" else api.get_tracer_provider())
     if type(provider).__module__.startswith(api.__name__):
-        log.info(
-            "telemetry: no OpenTelemetry SDK %s provider is installed, so no %s are recorded; install "
-            "one (set_%s_provider) before building the scheduler, or pass it to telemetry()",
-            "meter" if kind == "metrics" else "tracer",
-            "metrics" if kind == "metrics" else "spans",
-            "meter" if kind == "metrics" else "tracer",
-        )
+        if not quiet:
+            log.info(
+                "telemetry: no OpenTelemetry SDK %s provider is installed, so no %s are recorded; install "
+                "one (set_%s_provider) before building the scheduler, or pass it to telemetry()",
+                "meter" if kind == "metrics" else "tracer",
+                "metrics" if kind == "metrics" else "spans",
+                "meter" if kind == "metrics" else "tracer",
+            )
         return None
     return provider
 
 
 def sdk_meter_provider(settings: TelemetrySettings) -> Any | None:
-    return _sdk_provider(settings.meter_provider, "metrics") if settings.metrics else None
+    # with a Prometheus registry the metrics are served anyway: no SDK is no news
+    quiet = settings.prometheus_registry is not None
+    return _sdk_provider(settings.meter_provider, "metrics", quiet=quiet) if settings.metrics else None
 
 
 def sdk_tracer_provider(given: Any) -> Any | None:
     return _sdk_provider(given, "trace")
 
 
-def engine_metrics(provider: Any, settings: TelemetrySettings) -> EngineMetrics:
-    return EngineMetrics(
-        provider.get_meter(SCOPE, package_version()), semantic_conventions=settings.semantic_conventions
-    )
+def engine_metrics(settings: TelemetrySettings) -> tuple[EngineMetrics | None, Any]:
+    """The metrics ``settings`` ask for (None when nothing would read them: no SDK meter
+    provider, no Prometheus registry), reported to the SDK's meter, which comes second."""
+    provider = sdk_meter_provider(settings)
+    registry = settings.prometheus_registry if settings.metrics else None
+    if provider is None and registry is None:
+        return None, None
+    metrics = EngineMetrics(semantic_conventions=settings.semantic_conventions)
+    meter = None if provider is None else provider.get_meter(SCOPE, package_version())
+    if meter is not None:
+        metrics.report_to(meter)
+    return metrics, meter
 
 
 def table_gauges(
-    provider: Any, settings: TelemetrySettings, repository: TaskRepository, clock: Clock
-) -> TableGauges:
-    gauges = TableGauges(repository, clock, settings.gauge_interval)
-    gauges.register(provider.get_meter(SCOPE, package_version()))
-    return gauges
+    settings: TelemetrySettings, metrics: EngineMetrics, meter: Any, repository: TaskRepository, clock: Clock
+) -> tuple[TableGauges | None, Callable[[], None]]:
+    """The gauges read from the table (when asked for), reported to ``meter``; the Prometheus
+    collector of ``metrics`` and them registered; and what unregisters it (at stop)."""
+    gauges = TableGauges(repository, clock, settings.gauge_interval) if settings.database_gauges else None
+    if gauges is not None and meter is not None:
+        gauges.register(meter)
+    registry = settings.prometheus_registry
+    if registry is None:
+        return gauges, lambda: None
+    collector = EngineCollector(metrics, gauges)
+    registry.register(collector)
+    return gauges, lambda: registry.unregister(collector)
 
 
 def execution_tracing(
