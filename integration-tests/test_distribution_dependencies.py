@@ -74,6 +74,14 @@ def _distribution_of(module: str) -> str | None:
     if parts[0] == "ekbatan":
         # one namespace package shared by every distribution here: ekbatan.<name> is ekbatan-<name>
         return _normalized(f"ekbatan-{parts[1]}")
+    if (
+        parts[0] == "opentelemetry"
+        and len(parts) > 1
+        and parts[1] in ("metrics", "trace", "context", "propagate")
+    ):
+        return "opentelemetry-api"  # a namespace package several distributions share
+    if parts[0] == "opentelemetry" and len(parts) == 1:
+        return "opentelemetry-api"
     providers = importlib.metadata.packages_distributions().get(parts[0])
     assert providers, f"no installed distribution provides {module!r}: declare it, or install the workspace"
     return _normalized(providers[0])
