@@ -220,7 +220,7 @@ def test_the_gauges_read_the_table_per_task(engine, clock, built, client, teleme
     # read at most once per interval: a change shows only once it has passed
     client.schedule(OK.instance("due-later"), T0)
     assert telemetry.values("ekbatan.due", "task")[("ok",)] == 3
-    scheduler.gauges.interval = 0.0
+    scheduler.telemetry.gauges.interval = 0.0
     assert telemetry.values("ekbatan.due", "task")[("ok",)] == 4
 
 
@@ -287,7 +287,7 @@ def test_no_metric_is_labelled_by_instance(engine, clock, built, client, telemet
 def test_nothing_is_built_when_telemetry_is_off(engine, clock, built):
     scheduler = Scheduler.create(engine, OK).clock(clock).build()
     built.append(scheduler)
-    assert scheduler.metrics is None and scheduler.gauges is None
+    assert scheduler.telemetry is None and scheduler.metrics is None
     assert not any(type(i).__name__ == "ExecutionTracing" for i in scheduler.runner.interceptors)
 
 
@@ -301,7 +301,8 @@ def test_nothing_is_built_while_no_sdk_is_installed(engine, clock, built, caplog
     with caplog.at_level("INFO", logger="ekbatan.distributed_jobs.scheduler.telemetry"):
         scheduler = Scheduler.create(engine, OK).clock(clock).telemetry(**no_sdk).build()
     built.append(scheduler)
-    assert scheduler.metrics is None and scheduler.gauges is None and scheduler._schedule_tracing is None
+    assert scheduler.metrics is None and scheduler.telemetry.gauges is None
+    assert scheduler.telemetry.interceptor is None and scheduler._schedule_tracing is None
     assert not any(type(i).__name__ == "ExecutionTracing" for i in scheduler.runner.interceptors)
     assert "no OpenTelemetry SDK meter provider is installed" in caplog.text
     assert "no OpenTelemetry SDK tracer provider is installed" in caplog.text
@@ -421,7 +422,6 @@ print(json.dumps({{"trace_id": context.trace_id}}))
     done = subprocess.run([sys.executable, "-c", producer], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     trace_id = json.loads(done.stdout)["trace_id"]
-    scheduler.gauges  # noqa: B018 (metrics off: no gauges)
     wait_until(lambda: scheduler.run_any_due_executions() == 1, timeout=10)
     [run] = telemetry.spans.get_finished_spans()
     [link] = run.links

@@ -38,6 +38,7 @@ from ekbatan.distributed_jobs.scheduler import (
     Task,
     Tasks,
     describe_failure,
+    require_opentelemetry_api,
 )
 from ekbatan.distributed_jobs.stop_signals import StopSignals
 
@@ -235,10 +236,7 @@ class JobRegistryBuilder:
         unless called; the integrations call it from ``ekbatan.observability``."""
         self._telemetry = (enabled, options)
         if enabled:
-            # refused here, naming what to install, rather than at build
-            from ekbatan.distributed_jobs.scheduler._telemetry.settings import require_api
-
-            require_api()
+            require_opentelemetry_api()  # refused here, naming what to install, rather than at build
         return self
 
     def customize_scheduler(self, customizer: Callable[[SchedulerBuilder], Any]) -> JobRegistryBuilder:

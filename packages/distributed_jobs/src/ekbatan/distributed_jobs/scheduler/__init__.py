@@ -114,6 +114,10 @@ from ekbatan.distributed_jobs.scheduler._tasks.kinds import (
     Task,
 )
 from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
+from ekbatan.distributed_jobs.scheduler._telemetry.instruments import SECONDS_BUCKETS
+from ekbatan.distributed_jobs.scheduler._telemetry.settings import package_version as telemetry_version
+from ekbatan.distributed_jobs.scheduler._telemetry.settings import require_api as require_opentelemetry_api
+from ekbatan.distributed_jobs.scheduler._telemetry.wiring import sdk_provider as opentelemetry_sdk_provider
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, dialect_from_url
 from ekbatan.distributed_jobs.scheduler.schedules import (
     NEVER,
@@ -138,6 +142,10 @@ from ekbatan.distributed_jobs.scheduler.schema import (
 )
 
 __all__ = [
+    "SECONDS_BUCKETS",
+    "opentelemetry_sdk_provider",
+    "require_opentelemetry_api",
+    "telemetry_version",
     "AsyncRunner",
     "TABLE_COLUMNS",
     "describe_failure",

@@ -167,3 +167,16 @@ class ExecutionInterceptor:
         self, instance: TaskInstance[Any], ctx: ExecutionContext, chain: ExecutionChain
     ) -> CompletionHandler:
         return chain.proceed(instance, ctx)
+
+
+def each_of(*callbacks: Callable[..., None] | None) -> Callable[..., None] | None:
+    """One callback calling each of ``callbacks`` that is set (None when none is)."""
+    present = [c for c in callbacks if c is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+
+    def each(*args: Any) -> None:
+        for callback in present:
+            callback(*args)
+
+    return each

@@ -9,7 +9,6 @@ import atexit
 import logging
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,12 +32,14 @@ from ekbatan.distributed_jobs.scheduler._liveness.outage import (
 from ekbatan.distributed_jobs.scheduler._observability import (
     Listeners,
     SchedulerEventType,
+    each_of,
 )
 from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
 from ekbatan.distributed_jobs.scheduler._polling.notified_claims import NotifiedClaims, start_listening
 from ekbatan.distributed_jobs.scheduler._polling.pause_watch import PauseWatch
 from ekbatan.distributed_jobs.scheduler._polling.poller import (
     PollLoop,
+    run_due_here,
 )
 from ekbatan.distributed_jobs.scheduler._polling.strategy_choice import polling_strategy
 from ekbatan.distributed_jobs.scheduler._polling.waiter import Waiter
@@ -53,17 +54,7 @@ from ekbatan.distributed_jobs.scheduler._table.session_setup import install_sess
 from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler._tasks.startup import StartupTasks
-from ekbatan.distributed_jobs.scheduler._telemetry.gauges import TableGauges
-from ekbatan.distributed_jobs.scheduler._telemetry.metrics import EngineMetrics
-from ekbatan.distributed_jobs.scheduler._telemetry.propagation import TraceContexts
-from ekbatan.distributed_jobs.scheduler._telemetry.settings import DEFAULT_NAMES_REFRESH
-from ekbatan.distributed_jobs.scheduler._telemetry.wiring import (
-    engine_metrics,
-    execution_tracing,
-    schedule_tracing,
-    sdk_tracer_provider,
-    table_gauges,
-)
+from ekbatan.distributed_jobs.scheduler._telemetry.wiring import SchedulerTelemetry
 from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")
@@ -95,23 +86,17 @@ class Scheduler(SchedulerClient):
             ExecutionHistory(options.history, options.clock) if options.history else None
         )
         extra = () if history is None else (history.prune_task,)
-        telemetry = options.telemetry
-        self.metrics: EngineMetrics | None
-        self.metrics, meter = (None, None) if telemetry is None else engine_metrics(telemetry)
-        tracers = (
+        telemetry = self.telemetry = (
             None
-            if telemetry is None or not telemetry.traces
-            else sdk_tracer_provider(telemetry.tracer_provider)
+            if options.telemetry is None
+            else SchedulerTelemetry(
+                options.telemetry, options.engine, dialect, options.table_name, options.clock
+            )
         )
+        self.metrics = None if telemetry is None else telemetry.metrics
         interceptors = options.interceptors
-        contexts: TraceContexts | None = None
-        if tracers is not None and telemetry is not None:
-            if telemetry.schedule_context != "off":
-                # one per scheduler: a schedule made here makes its task name known to its runs
-                contexts = TraceContexts(
-                    options.engine, dialect, options.table_name, options.clock, DEFAULT_NAMES_REFRESH
-                )
-            interceptors = (execution_tracing(tracers, telemetry, contexts), *interceptors)  # outermost
+        if telemetry is not None and telemetry.interceptor is not None:
+            interceptors = (telemetry.interceptor, *interceptors)  # outermost
         self.listeners = Listeners(
             options.listeners
             + (() if history is None else (history,))
@@ -133,12 +118,6 @@ class Scheduler(SchedulerClient):
         )
         if history is not None:
             history.bind(repository)
-        self.gauges: TableGauges | None = None
-        self._stop_metrics: Callable[[], None] = lambda: None
-        if self.metrics is not None and telemetry is not None:
-            self.gauges, self._stop_metrics = table_gauges(
-                telemetry, self.metrics, meter, repository, options.clock
-            )
         super().__init__(
             options.engine,
             serializer=options.serializer,
@@ -146,8 +125,8 @@ class Scheduler(SchedulerClient):
             _repository=repository,
             _on_scheduled=self._on_execution_scheduled,
         )
-        if contexts is not None:
-            self._schedule_tracing = schedule_tracing(repository, self.clock, tracers, contexts)
+        if telemetry is not None:
+            self._schedule_tracing = telemetry.bind(repository, self.clock)
         # Startup scheduling writes without listeners: no immediate-execution hints before
         # the poller even runs.
         self._startup = StartupTasks(
@@ -202,7 +181,7 @@ class Scheduler(SchedulerClient):
             on_scheduled=lambda name, instance_id, when: self._on_execution_scheduled(
                 TaskInstanceId(name, instance_id), when
             ),
-            on_handled=_each_of(
+            on_handled=each_of(
                 None if history is None else history.dead_execution_handled,
                 None if self.metrics is None else self.metrics.dead_execution_handled,
             ),
@@ -427,27 +406,13 @@ class Scheduler(SchedulerClient):
 
     def _start_listening(self) -> None:
         """On PostgreSQL, hear other processes' schedules: claim what they name, or wake the poller."""
-        pool = self._pool
-        assert pool is not None
+        assert self._pool is not None
+        claims = NotifiedClaims(
+            self.repository, self.runner, self._pool, self.clock, self, self.listeners, self.queued_claims
+        )
         claim_named = self.options.immediate_execution and not self.options.priority
         self._listener, self._notified_claims = start_listening(
-            self.repository,
-            self.name,
-            self._on_notification,
-            self.outage,
-            lambda: (
-                NotifiedClaims(
-                    repository=self.repository,
-                    runner=self.runner,
-                    pool=pool,
-                    clock=self.clock,
-                    state=self,
-                    listeners=self.listeners,
-                    claims=self.queued_claims,
-                )
-                if claim_named
-                else None
-            ),
+            self.repository, self.name, self._on_notification, self.outage, claims if claim_named else None
         )
 
     def run_startup_tasks(self) -> None:
@@ -464,13 +429,14 @@ class Scheduler(SchedulerClient):
                 log.info("scheduler %s is already stopped or stopping", self.name)
                 return
             self._shutting_down = True
+        if self.telemetry is not None:
+            self.telemetry.stop()  # a stopping scheduler is no longer scraped
         if self._atexit_registered:
             atexit.unregister(self.stop)
             self._atexit_registered = False
         if not self._started:
             self.async_runner.stop()  # a manually driven scheduler may have run async handlers
             self.runner.deadlines.stop()
-            self._stop_metrics()
             return
         log.info("stopping scheduler %s", self.name)
         self.waiter.wake_or_skip_next_wait()
@@ -501,7 +467,6 @@ class Scheduler(SchedulerClient):
         self.runner.deadlines.stop()
         if self.execution_history is not None:
             self.execution_history.stop()  # after the workers: their runs' rows are written
-        self._stop_metrics()  # a stopped scheduler is no longer scraped
         self._started = False
         log.info("scheduler %s stopped", self.name)
 
@@ -514,23 +479,10 @@ class Scheduler(SchedulerClient):
 
     # ------------------------------------------------------------------ driving by hand
     def run_any_due_executions(self) -> int:
-        """Fetch, claim and run due executions on the calling thread (tests, manual drivers).
-
-        Returns how many this call executed.
-        """
-        executed = 0
+        """Fetch, claim and run due executions on the calling thread (tests, manual drivers);
+        how many this call executed."""
         self.pauses.refresh(now=True)
-        while True:
-            due = self.repository.get_due(self.clock.now(), max(self.upper_limit, 1))
-            ran = 0
-            for candidate in due:
-                picked = self.repository.pick(candidate, self.clock.now())
-                if picked is not None:
-                    self.runner.execute(picked)
-                    ran += 1
-            executed += ran
-            if len(due) < max(self.upper_limit, 1) or ran == 0:
-                return executed
+        return run_due_here(self.repository, self.runner, self.clock, max(self.upper_limit, 1))
 
     def run_dead_execution_detection(self) -> None:
         self.dead_executions.run_once()
@@ -540,16 +492,3 @@ class Scheduler(SchedulerClient):
 
     def __repr__(self) -> str:
         return f"Scheduler(name={self.name!r}, started={self._started}, table={self.repository.table_name!r})"
-
-
-def _each_of(*callbacks: Callable[..., None] | None) -> Callable[..., None] | None:
-    """One callback calling each of ``callbacks`` that is set (None when none is)."""
-    present = [c for c in callbacks if c is not None]
-    if len(present) <= 1:
-        return present[0] if present else None
-
-    def each(*args: Any) -> None:
-        for callback in present:
-            callback(*args)
-
-    return each

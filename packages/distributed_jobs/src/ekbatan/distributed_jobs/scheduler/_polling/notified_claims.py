@@ -112,7 +112,7 @@ def start_listening(
     name: str,
     on_wakeup: Callable[[Wakeup, Any], None],
     outage: OutagePolicy,
-    notified_claims: Callable[[], NotifiedClaims | None],
+    notified_claims: NotifiedClaims | None,
 ) -> tuple[NotificationListener | None, NotifiedClaims | None]:
     """The listener of the table's notification channel, started, and what claims the
     executions notifications name (None when not wanted); (None, None) where there is no
@@ -128,7 +128,6 @@ def start_listening(
             repository.engine.dialect.driver,
         )
         return None, None
-    claims = notified_claims()
     listener = NotificationListener(repository.engine, channel, on_wakeup, outage=outage)
     listener.start()
-    return listener, claims
+    return listener, notified_claims

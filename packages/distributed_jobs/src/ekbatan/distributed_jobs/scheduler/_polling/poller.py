@@ -486,3 +486,20 @@ class PollLoop:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         return self._thread is None or not self._thread.is_alive()
+
+
+def run_due_here(repository: TaskRepository, runner: ExecutionRunner, clock: Clock, limit: int) -> int:
+    """Fetch, claim and run due executions on the calling thread, ``limit`` per fetch, until a
+    fetch comes back short or nothing of it could be claimed; how many ran."""
+    executed = 0
+    while True:
+        due = repository.get_due(clock.now(), limit)
+        ran = 0
+        for candidate in due:
+            picked = repository.pick(candidate, clock.now())
+            if picked is not None:
+                runner.execute(picked)
+                ran += 1
+        executed += ran
+        if len(due) < limit or ran == 0:
+            return executed

@@ -47,19 +47,19 @@ class TelemetrySettings:
         require_api()
 
 
-def require_api() -> None:
-    """Refuse telemetry, saying what to install, when ``opentelemetry-api`` is missing."""
+def require_api(what: str = "telemetry", install: str = _INSTALL) -> None:
+    """Refuse ``what``, saying what to install, when ``opentelemetry-api`` is missing."""
     try:
         import opentelemetry.metrics
         import opentelemetry.trace  # noqa: F401
     except ImportError as exc:
-        raise ImportError(f"telemetry needs the OpenTelemetry API: {_INSTALL}") from exc
+        raise ImportError(f"{what} needs the OpenTelemetry API: {install}") from exc
 
 
-def package_version() -> str:
+def package_version(distribution: str = "ekbatan-distributed-jobs") -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("ekbatan-distributed-jobs")
+        return version(distribution)
     except PackageNotFoundError:  # a source tree on sys.path
         return "0"

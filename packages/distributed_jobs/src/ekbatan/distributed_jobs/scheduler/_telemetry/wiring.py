@@ -31,9 +31,10 @@ from ekbatan.distributed_jobs.scheduler._telemetry.tracing import ExecutionTraci
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.telemetry")
 
 
-def _sdk_provider(given: Any, kind: str, *, quiet: bool = False) -> Any | None:
-    """``given``, else the global provider of ``kind`` ("metrics" or "trace"); None when that
-    is the API's own no-op (its module is the API package's, an SDK's is not)."""
+def sdk_provider(given: Any, kind: str, *, who: str = "the scheduler", quiet: bool = False) -> Any | None:
+    """``given``, else OpenTelemetry's global provider of ``kind`` ("metrics" or "trace"); None
+    when that is the API's own no-op (its module is the API package's, an SDK's is not), said
+    in one INFO line naming ``who`` is built without it unless ``quiet``."""
     import opentelemetry.metrics
     import opentelemetry.trace
 
@@ -41,12 +42,14 @@ def _sdk_provider(given: Any, kind: str, *, quiet: bool = False) -> Any | None:
     provider = given or (api.get_meter_provider() if kind == "metrics" else api.get_tracer_provider())
     if type(provider).__module__.startswith(api.__name__):
         if not quiet:
+            noun = "meter" if kind == "metrics" else "tracer"
             log.info(
                 "telemetry: no OpenTelemetry SDK %s provider is installed, so no %s are recorded; install "
-                "one (set_%s_provider) before building the scheduler, or pass it to telemetry()",
-                "meter" if kind == "metrics" else "tracer",
+                "one (set_%s_provider) before building %s, or pass it to telemetry()",
+                noun,
                 "metrics" if kind == "metrics" else "spans",
-                "meter" if kind == "metrics" else "tracer",
+                noun,
+                who,
             )
         return None
     return provider
@@ -55,11 +58,11 @@ def _sdk_provider(given: Any, kind: str, *, quiet: bool = False) -> Any | None:
 def sdk_meter_provider(settings: TelemetrySettings) -> Any | None:
     # with a Prometheus registry the metrics are served anyway: no SDK is no news
     quiet = settings.prometheus_registry is not None
-    return _sdk_provider(settings.meter_provider, "metrics", quiet=quiet) if settings.metrics else None
+    return sdk_provider(settings.meter_provider, "metrics", quiet=quiet) if settings.metrics else None
 
 
 def sdk_tracer_provider(given: Any) -> Any | None:
-    return _sdk_provider(given, "trace")
+    return sdk_provider(given, "trace")
 
 
 def engine_metrics(settings: TelemetrySettings) -> tuple[EngineMetrics | None, Any]:
@@ -117,3 +120,36 @@ def schedule_tracing(
             repository.engine, repository.dialect, repository.table_name, clock, DEFAULT_NAMES_REFRESH
         ),
     )
+
+
+class SchedulerTelemetry:
+    """What a scheduler's telemetry settings build, in the order the scheduler can take it:
+    the metrics listener and the run spans' interceptor first (the listeners and the runner are
+    made before the repository), then, once the repository is, the gauges, the Prometheus
+    collector and the schedule calls' tracing (:meth:`bind`)."""
+
+    def __init__(
+        self, settings: TelemetrySettings, engine: Any, dialect: Any, table_name: str, clock: Clock
+    ) -> None:
+        self.settings = settings
+        self.metrics, self._meter = engine_metrics(settings)
+        self._tracers = sdk_tracer_provider(settings.tracer_provider) if settings.traces else None
+        # one per scheduler: a schedule made here makes its task name known to its runs at once
+        self.contexts = (
+            TraceContexts(engine, dialect, table_name, clock, DEFAULT_NAMES_REFRESH)
+            if self._tracers is not None and settings.schedule_context != "off"
+            else None
+        )
+        self.interceptor = (
+            None if self._tracers is None else execution_tracing(self._tracers, settings, self.contexts)
+        )
+        self.gauges: TableGauges | None = None
+        #: unregisters the Prometheus collector (at stop)
+        self.stop: Callable[[], None] = lambda: None
+
+    def bind(self, repository: TaskRepository, clock: Clock) -> ScheduleTracing | None:
+        if self.metrics is not None:
+            self.gauges, self.stop = table_gauges(self.settings, self.metrics, self._meter, repository, clock)
+        if self.contexts is None:
+            return None
+        return schedule_tracing(repository, clock, self._tracers, self.contexts)
