@@ -7,6 +7,7 @@ distributed jobs deliver them: :class:`EventFanoutJob` writes one
 backoff until the retention window ends. Delivery is at least once.
 """
 
+from ekbatan.local_event_handler._telemetry.settings import EventPipelineTelemetry
 from ekbatan.local_event_handler.backoff import backoff_delay
 from ekbatan.local_event_handler.dispatch import HandlerTimeoutError
 from ekbatan.local_event_handler.envelope import EventEnvelope
@@ -48,6 +49,7 @@ __all__ = [
     "EventHandlerRegistryBuilder",
     "EventHandlingJob",
     "EventHandlingJobBuilder",
+    "EventPipelineTelemetry",
     "HandlerTimeoutError",
     "NotificationState",
     "PipelineJob",

@@ -5,14 +5,15 @@ the types that have a handler, insert one ``event_notifications`` row per (event
 handler) — skipping pairs that already exist — and flip those events to ``delivered``. The
 database copies the rows itself (``fanout_sql``). A crash before the commit leaves nothing
 behind; an overlapping revived run only meets the unique key. Events of a type nobody handles
-stay undelivered, to be fanned out once a handler for them is deployed.
+stay undelivered, to be fanned out once a handler for them is deployed. With telemetry on, each
+event fanned out counts once in ``ekbatan.events.recorded``, after its round committed.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ekbatan.core.outbox import events_channel, utc_now
 from ekbatan.core.persistence import DialectName, TransactionManager
@@ -25,6 +26,9 @@ from ekbatan.local_event_handler.event_type_checks import (
 from ekbatan.local_event_handler.fanout_sql import FanoutStatements, fanout_statements
 from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder
 from ekbatan.local_event_handler.shard_rounds import ShardRounds
+
+if TYPE_CHECKING:
+    from ekbatan.local_event_handler._telemetry.metrics import FanoutMetrics
 
 log = logging.getLogger("ekbatan.local_event_handler")
 
@@ -62,6 +66,11 @@ class EventFanoutJob(PipelineJob):
         # shards whose eventlog was looked at for handlers of event types nobody records: once
         # per shard and process, at the first round there
         self._subscriptions_checked: set[ShardIdentifier | None] = set()
+        self._metrics: FanoutMetrics | None = None
+        if self._telemetry_settings is not None:
+            from ekbatan.local_event_handler._telemetry.wiring import fanout_metrics
+
+            self._metrics = fanout_metrics(self._telemetry_settings)
         #: events fanned out and notifications written by this job object
         self.fanned_out = 0
         self.notifications_created = 0
@@ -86,7 +95,9 @@ class EventFanoutJob(PipelineJob):
         now = utc_now(self._clock)
         with pipeline_connection(manager.primary) as connection, connection.begin():
             # on PostgreSQL the statement itself also notifies the handling job's listeners
-            events, notifications = statements.run(connection, self._batch_size, now)
+            events, notifications, event_types = statements.run(connection, self._batch_size, now)
+        if events and self._metrics is not None:
+            self._metrics.recorded(event_types)  # committed: each event counts once
         if events:
             with self._counts:
                 self.fanned_out += events

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -73,7 +73,7 @@ class FanoutStatements:
 
     dialect: DialectName
     #: PostgreSQL: the whole round, the handling job's NOTIFY included; its rows are the flipped
-    #: events, each carrying the count inserted
+    #: events' types, each carrying the count inserted
     round: sa.TextClause | None
     #: the other dialects: pick, insert, flip
     pick: sa.TextClause | None
@@ -81,19 +81,30 @@ class FanoutStatements:
     flip: sa.TextClause | None
     params: dict[str, Any]
 
-    def run(self, connection: sa.Connection, limit: int, now: datetime) -> tuple[int, int]:
-        """Fan out up to ``limit`` events in the caller's transaction: (events, notifications)."""
+    def run(self, connection: sa.Connection, limit: int, now: datetime) -> FanoutRound:
+        """Fan out up to ``limit`` events in the caller's transaction."""
         params = {**self.params, "limit": limit, "now": now}
         if self.round is not None:
             flipped = connection.execute(self.round, params).all()
-            return len(flipped), (flipped[0][0] if flipped else 0)
+            return FanoutRound(
+                len(flipped), (flipped[0][1] if flipped else 0), tuple(row[0] for row in flipped)
+            )
         assert self.pick is not None and self.insert is not None and self.flip is not None
-        ids = [row[0] for row in connection.execute(self.pick, params)]
-        if not ids:
-            return 0, 0
+        picked = connection.execute(self.pick, params).all()
+        if not picked:
+            return FanoutRound(0, 0, ())
+        ids = [row[0] for row in picked]
         inserted = connection.execute(self.insert, {**params, "ids": ids}).rowcount
         connection.execute(self.flip, {"ids": ids})
-        return len(ids), max(inserted, 0)
+        return FanoutRound(len(ids), max(inserted, 0), tuple(row[1] for row in picked))
+
+
+class FanoutRound(NamedTuple):
+    """What one shard's round fanned out: events, notifications written, each event's type."""
+
+    events: int
+    notifications: int
+    event_types: tuple[str, ...]
 
 
 def fanout_statements(
@@ -134,11 +145,13 @@ def fanout_statements(
             f"UPDATE {events} SET delivered = TRUE WHERE id IN (SELECT id FROM picked) "
             # the handling job's wake-up, queued in the same statement (one round trip less on
             # the way from an event to its handlers); an uncorrelated subquery runs once
-            "RETURNING (SELECT count(*) FROM inserted), "
+            "RETURNING event_type, (SELECT count(*) FROM inserted), "
             "(SELECT pg_notify(:channel, '') WHERE EXISTS (SELECT 1 FROM inserted)) IS NULL"
         ).bindparams(now)
         return FanoutStatements(dialect, round_sql, None, None, None, params)
-    pick = sa.text(f"SELECT id FROM {events} WHERE {undelivered} ORDER BY event_date LIMIT :limit")
+    pick = sa.text(
+        f"SELECT id, event_type FROM {events} WHERE {undelivered} ORDER BY event_date LIMIT :limit"
+    )
     if dialect is DialectName.SQLITE:
         skip = " ON CONFLICT (event_id, handler_name) DO NOTHING"
     else:

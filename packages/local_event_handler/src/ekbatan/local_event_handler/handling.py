@@ -20,11 +20,12 @@ missing from the code — can cost the other rows of the round their outcome.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -39,6 +40,9 @@ from ekbatan.local_event_handler.option_checks import require_positive, require_
 from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder
 from ekbatan.local_event_handler.shard_rounds import ShardRounds
 from ekbatan.local_event_handler.states import NotificationState
+
+if TYPE_CHECKING:
+    from ekbatan.local_event_handler._telemetry.wiring import HandlingTelemetry
 
 log = logging.getLogger("ekbatan.local_event_handler")
 
@@ -135,6 +139,13 @@ class EventHandlingJob(PipelineJob):
         self._dispatcher = HandlerDispatcher(
             max_threads=self._batch_size * shards, timeout=handler_timeout, name=f"{self._name}-handler"
         )
+        self._telemetry: HandlingTelemetry | None = None
+        if self._telemetry_settings is not None:
+            from ekbatan.local_event_handler._telemetry.wiring import handling_telemetry
+
+            self._telemetry = handling_telemetry(
+                self._telemetry_settings, self._database_registry, self._handlers, self._clock
+            )
 
     @property
     def max_backoff_cap(self) -> timedelta:
@@ -163,22 +174,52 @@ class EventHandlingJob(PipelineJob):
         to_call: list[sa.Row[Any]] = []
         for row in rows:
             (expired_unhandled if now > row.event_date + self._retention_window else to_call).append(row)
+        # the wall clock and the monotonic clock read together: a call's start (monotonic) in
+        # wall-clock time, for the delivery lag
+        dispatched = (utc_now(self._clock), time.monotonic()) if self._telemetry is not None else None
         invocations = self._invoke(to_call)
         post = utc_now(self._clock)
         buckets = _Buckets()
         for row in expired_unhandled:
             buckets.expired_unhandled[row.attempts].append(row)
+        results: list[str] = []
         for row, invocation in zip(to_call, invocations, strict=True):
             if invocation.succeeded:
                 buckets.succeeded[row.attempts].append(row)
+                results.append("succeeded")
             elif post + backoff_delay(row.attempts + 1, self._max_backoff_cap) > (
                 row.event_date + self._retention_window
             ):
                 buckets.expired_failing[row.attempts].append(row)
+                results.append("expired")
             else:
                 buckets.retry[row.attempts].append(row)
+                results.append("failed")
+        if self._telemetry is not None and self._telemetry.metrics is not None and dispatched is not None:
+            self._measure(to_call, invocations, results, dispatched)
         self._record(manager, t, buckets, post)
         return self._shard_batch(len(rows))
+
+    def _measure(
+        self,
+        rows: Sequence[sa.Row[Any]],
+        invocations: Sequence[Invocation],
+        results: Sequence[str],
+        dispatched: tuple[datetime, float],
+    ) -> None:
+        """The handler calls' durations, and the delivery lag of each event's first call."""
+        assert self._telemetry is not None and self._telemetry.metrics is not None
+        metrics = self._telemetry.metrics
+        wall, monotonic = dispatched
+        now = time.monotonic()
+        for row, invocation, result in zip(rows, invocations, results, strict=True):
+            started = invocation.started
+            if started is None:  # never called (no handler by that name, an undecodable payload)
+                continue
+            # a call that timed out and still runs has no duration yet: it took this long so far
+            metrics.call(row.handler_name, result, invocation.seconds or now - started)
+            if row.attempts == 0:
+                metrics.lag(row.handler_name, row.event_date, wall + timedelta(seconds=started - monotonic))
 
     def _invoke(self, rows: Sequence[sa.Row[Any]]) -> list[Invocation]:
         """Every row's outcome, in order; rows that cannot be called fail without a call."""
@@ -225,7 +266,10 @@ class EventHandlingJob(PipelineJob):
             model_type=row.model_type,
             event_date=row.event_date,
         )
-        return handler.handle, envelope
+        handle: Callable[[Any], Any] = handler.handle
+        if self._telemetry is not None and self._telemetry.tracing is not None:
+            handle = self._telemetry.tracing.wrap(handle, row)
+        return handle, envelope
 
     def _record(self, manager: TransactionManager, t: Any, buckets: _Buckets, post: datetime) -> None:
         expired = NotificationState.EXPIRED

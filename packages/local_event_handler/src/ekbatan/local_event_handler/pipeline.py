@@ -9,6 +9,7 @@ from typing import Any
 from ekbatan.core.config import EkbatanSettings, LocalEventHandlerConfig
 from ekbatan.core.outbox import Clock, EventCodec, UtcClock
 from ekbatan.core.sharding import DatabaseRegistry
+from ekbatan.local_event_handler._telemetry.settings import EventPipelineTelemetry
 from ekbatan.local_event_handler.fanout import EventFanoutJob
 from ekbatan.local_event_handler.handler_registry import EventHandlerRegistry
 from ekbatan.local_event_handler.handling import EventHandlingJob
@@ -22,13 +23,15 @@ def event_pipeline_jobs(
     event_handler_registry: EventHandlerRegistry,
     clock: Clock | None = None,
     codec: EventCodec | None = None,
+    telemetry: EventPipelineTelemetry | None = None,
 ) -> list[PipelineJob]:
     """The fan-out job, and the handling job when ``handling.enabled`` is true, from the
     ``ekbatan.local-event-handler`` section (``settings.local_event_handler``; None: defaults).
 
     Keys that are set override the builders' defaults; absent keys keep them. ``clock``
     defaults to the UTC wall clock and ``codec`` to the process-wide one. The fan-out wakes
-    this process's handling job as soon as it has written notifications.
+    this process's handling job as soon as it has written notifications. ``telemetry``: both
+    jobs' metrics and traces (as their builders' ``telemetry(...)``; None: off).
     """
     config = LocalEventHandlerConfig() if config is None else _section(config)
     clock = UtcClock() if clock is None else clock
@@ -37,6 +40,7 @@ def event_pipeline_jobs(
         .database_registry(database_registry)
         .event_handler_registry(event_handler_registry)
         .clock(clock)
+        .telemetry_settings(telemetry)
     )
     # settings flow one way: each key that is set becomes a plain builder call
     _call_where_set(
@@ -49,6 +53,7 @@ def event_pipeline_jobs(
             .database_registry(database_registry)
             .event_handler_registry(event_handler_registry)
             .clock(clock)
+            .telemetry_settings(telemetry)
         )
         _call_where_set(
             (config.handling_poll_delay, handling.poll_delay),

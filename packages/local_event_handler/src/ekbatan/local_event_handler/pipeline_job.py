@@ -17,6 +17,7 @@ from typing import Any, NoReturn, Self
 from ekbatan.core.outbox import Clock
 from ekbatan.core.sharding import DatabaseRegistry
 from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules
+from ekbatan.local_event_handler._telemetry.settings import DEFAULT_GAUGE_INTERVAL, EventPipelineTelemetry
 from ekbatan.local_event_handler.handler_registry import EventHandlerRegistry
 from ekbatan.local_event_handler.listening import ShardListeners
 from ekbatan.local_event_handler.option_checks import require_positive, require_timedelta
@@ -36,6 +37,7 @@ class PipelineJobBuilder:
         self._handlers: EventHandlerRegistry | None = None
         self._clock: Clock | None = None
         self._wakeups = True
+        self._telemetry: EventPipelineTelemetry | None = None
 
     def name(self, name: str) -> Self:
         if not isinstance(name, str) or not name.strip():
@@ -75,6 +77,48 @@ class PipelineJobBuilder:
         self._wakeups = bool(enabled)
         return self
 
+    def telemetry(
+        self,
+        enabled: bool = True,
+        *,
+        meter_provider: Any = None,
+        tracer_provider: Any = None,
+        metrics: bool = True,
+        traces: bool = True,
+        database_gauges: bool = True,
+        gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL,
+    ) -> Self:
+        """OpenTelemetry metrics and traces of this job (needs ``opentelemetry-api``; off by
+        default, and then nothing of it is built or imported). The providers default to
+        OpenTelemetry's global ones, a no-op until the application installs an SDK — install it
+        before building the job. The fan-out counts ``ekbatan.events.recorded``; the handling job
+        records ``ekbatan.handler.duration`` and ``ekbatan.event.delivery_lag``, a CONSUMER span
+        per handler call and, with ``database_gauges``, the notification gauges read from the
+        table at most once per ``gauge_interval`` (default 30 s) per process. See
+        docs/observability-events.md."""
+        if not enabled:
+            self._telemetry = None
+            return self
+        return self.telemetry_settings(
+            EventPipelineTelemetry(
+                metrics=metrics,
+                traces=traces,
+                database_gauges=database_gauges,
+                gauge_interval=gauge_interval,
+                meter_provider=meter_provider,
+                tracer_provider=tracer_provider,
+            )
+        )
+
+    def telemetry_settings(self, settings: EventPipelineTelemetry | None) -> Self:
+        """``telemetry(...)``'s options as one value (None: off)."""
+        if settings is not None and not isinstance(settings, EventPipelineTelemetry):
+            raise TypeError(
+                f"telemetry settings must be an EventPipelineTelemetry; got {type(settings).__name__}"
+            )
+        self._telemetry = settings
+        return self
+
     def apply_settings(self, *_: object) -> NoReturn:
         """Gone: the builders take plain values; ``event_pipeline_jobs`` maps the settings."""
         raise AttributeError(
@@ -106,6 +150,7 @@ class PipelineJobBuilder:
             "handlers": self._handlers,
             "clock": self._clock,
             "wakeups": self._wakeups,
+            "telemetry": self._telemetry,
         }
 
 
@@ -123,6 +168,7 @@ class PipelineJob(DistributedJob):
         clock: Clock,
         wakeups: bool,
         wake_channel: Callable[[str], str],
+        telemetry: EventPipelineTelemetry | None = None,
     ) -> None:
         self._name = name
         self._poll_delay = poll_delay
@@ -132,6 +178,7 @@ class PipelineJob(DistributedJob):
         self._clock = clock
         self._wakeups = wakeups
         self._wake_channel = wake_channel
+        self._telemetry_settings = telemetry
         self._wakeup = threading.Event()
         #: set by a round in which some shard filled its batch (more may be waiting there)
         self._filled = False
