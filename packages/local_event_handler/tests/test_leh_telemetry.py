@@ -1,11 +1,13 @@
 """The event pipeline's metrics and traces, recorded with the real OpenTelemetry SDK (in-memory
-reader and exporter), on every dialect: counts match the events handled, durations and lags are
-plausible, the gauges follow the backlog, no attribute names an id."""
+reader and exporter) and served by a ``prometheus_client`` registry with no SDK, on every
+dialect: counts match the events handled, durations and lags are plausible, the gauges follow the
+backlog, no attribute names an id."""
 
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from itertools import accumulate
 from typing import Any
 
 import pytest
@@ -23,9 +25,12 @@ from pipeline_support import (
     executor_for,
     registry_of,
 )
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ekbatan.core import DatabaseRegistry, LocalEventHandlerConfig, TransactionManager
 from ekbatan.core.outbox import UtcClock
+from ekbatan.distributed_jobs.scheduler import opentelemetry_sdk_provider
 from ekbatan.local_event_handler import (
     EventFanoutJob,
     EventHandlerRegistry,
@@ -68,7 +73,9 @@ def by_attributes(points: list[Any]) -> dict[tuple[tuple[str, Any], ...], Any]:
     return {tuple(sorted(point.attributes.items())): point for point in points}
 
 
-def jobs(registry: DatabaseRegistry, handlers: list[Any], telemetry: Telemetry, *, clock: Any = None) -> Any:
+def jobs(registry: DatabaseRegistry, handlers: list[Any], telemetry: Any, *, clock: Any = None) -> Any:
+    """``telemetry``: a :class:`Telemetry`, or the options of ``telemetry(...)`` as a dict."""
+    options = telemetry if isinstance(telemetry, dict) else telemetry.options()
     handler_registry = EventHandlerRegistry.builder().with_handlers(handlers).build()
     fanout = (
         EventFanoutJob.builder()
@@ -76,7 +83,7 @@ def jobs(registry: DatabaseRegistry, handlers: list[Any], telemetry: Telemetry, 
         .event_handler_registry(handler_registry)
         .clock(UtcClock())
         .wakeups(False)
-        .telemetry(**telemetry.options())
+        .telemetry(**options)
         .build()
     )
     handling = (
@@ -85,10 +92,15 @@ def jobs(registry: DatabaseRegistry, handlers: list[Any], telemetry: Telemetry, 
         .event_handler_registry(handler_registry)
         .clock(clock or UtcClock())
         .wakeups(False)
-        .telemetry(**telemetry.options(gauge_interval=timedelta(milliseconds=1)))
+        .telemetry(**options, gauge_interval=timedelta(milliseconds=1))
         .build()
     )
     return fanout, handling
+
+
+def fail_first(envelope: Any, call: int) -> None:
+    if call == 1:
+        raise RuntimeError("the mail server is down")
 
 
 def drain(job: Any) -> None:
@@ -186,11 +198,6 @@ def test_a_failing_handler_is_measured_as_failed_then_succeeded_and_its_span_rec
     registry = registry_of([one_shard])
     telemetry = Telemetry()
     clock = SettableClock(UtcClock().now() + timedelta(minutes=1))  # the event is due at once
-
-    def fail_first(envelope: Any, call: int) -> None:
-        if call == 1:
-            raise RuntimeError("the mail server is down")
-
     flaky = RecordingHandler("flaky", behaviour=fail_first)
     fanout, handling = jobs(registry, [flaky], telemetry, clock=clock)
     try:
@@ -330,6 +337,9 @@ def test_telemetry_is_off_unless_asked_for_and_off_builds_nothing(dialect, one_s
     )
     assert builder.build()._metrics is None
     assert builder.telemetry(False).build()._metrics is None
+    off = CollectorRegistry()  # metrics off: nothing is served either
+    assert builder.telemetry(metrics=False, prometheus_registry=off).build()._metrics is None
+    assert generate_latest(off) == b""
     with pytest.raises(ValueError, match="gauge_interval must be positive"):
         builder.telemetry(gauge_interval=timedelta(0))
 
@@ -372,6 +382,118 @@ def test_event_pipeline_jobs_gives_both_jobs_the_telemetry(dialect, one_shard):
         assert [p.value for p in points["ekbatan.events.recorded"]] == [3]
         assert [p.count for p in points["ekbatan.handler.duration"]] == [3]
         assert len(telemetry.spans.get_finished_spans()) == 3
+    finally:
+        handling.close()
+        fanout.close()
+
+
+# ---------------------------------------------------------------- Prometheus, no SDK in between
+
+Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
+RECORDED, DURATION = "ekbatan_events_recorded_total", "ekbatan_handler_duration_seconds"
+CALLS, LAGS = f"{DURATION}_count", "ekbatan_event_delivery_lag_seconds_count"
+WAITING, AGES = "ekbatan_notifications", "ekbatan_notifications_oldest_pending_age_seconds"
+OLDEST_AGE = "ekbatan.notifications.oldest_pending_age"
+
+
+def scrape(registry: CollectorRegistry) -> Samples:
+    """Each sample's value by its name and its sorted labels, parsed from the exposition text."""
+    samples: Samples = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            series = samples.setdefault(sample.name, {})
+            labels = tuple(sorted(sample.labels.items()))
+            assert labels not in series, f"{sample.name}{labels} served twice"
+            series[labels] = sample.value
+    return samples
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float:
+    return samples[name][tuple(sorted(labels.items()))]
+
+
+def test_a_prometheus_registry_without_an_sdk_serves_exact_counts(dialect, shards, caplog):
+    assert opentelemetry_sdk_provider(None, "metrics", quiet=True) is None  # the global one is a no-op
+    registry, prom = registry_of(shards), CollectorRegistry()
+    receipts, flaky = RecordingHandler("receipts"), RecordingHandler("flaky", behaviour=fail_first)
+    clock = SettableClock(UtcClock().now() + timedelta(minutes=1))  # the events are due at once
+    with caplog.at_level(logging.INFO):
+        fanout, handling = jobs(registry, [receipts, flaky], {"prometheus_registry": prom}, clock=clock)
+    logged = " ".join(r.getMessage() for r in caplog.records)  # spans still need an SDK: said
+    assert "no OpenTelemetry SDK meter provider" not in logged and "SDK tracer provider" in logged
+    events, both = 5, ("receipts", "flaky")
+    zeros = {(("handler", h), ("state", s)): 0 for h in both for s in ("pending", "failed")}
+    try:
+        create_widgets(registry, shards, events)
+        before = scrape(prom)
+        assert RECORDED not in before and CALLS not in before and LAGS not in before
+        assert before[WAITING] == zeros
+
+        drain(fanout)
+        samples = scrape(prom)
+        assert samples[RECORDED] == {(("event_type", "WidgetCreatedEvent"),): events}
+        assert samples[WAITING] == {key: events if ("state", "pending") in key else 0 for key in zeros}
+        assert all(0 < sample(samples, AGES, handler=h) < 60 + BOUND for h in both)  # clock: a minute ahead
+
+        drain(handling)
+        samples = scrape(prom)
+        calls = {
+            (("handler", "receipts"), ("result", "succeeded")): events,
+            (("handler", "flaky"), ("result", "succeeded")): events - 1,
+            (("handler", "flaky"), ("result", "failed")): 1,
+        }
+        assert samples[CALLS] == calls
+        for labels, count in samples[CALLS].items():
+            assert sample(samples, f"{DURATION}_bucket", **dict(labels), le="+Inf") == count
+        assert samples[LAGS] == {(("handler", "receipts"),): events, (("handler", "flaky"),): events}
+        assert samples[WAITING] == {**zeros, (("handler", "flaky"), ("state", "failed")): 1}
+
+        clock.advance(timedelta(minutes=10))  # past the failed call's backoff
+        drain(handling)
+        samples = scrape(prom)
+        assert samples[CALLS] == {**calls, (("handler", "flaky"), ("result", "succeeded")): events}
+        assert set(samples[LAGS].values()) == {events}  # a retry is no delivery: not measured again
+        assert samples[WAITING] == zeros and set(samples[AGES].values()) == {0}
+        assert samples[RECORDED] == {(("event_type", "WidgetCreatedEvent"),): events}
+        names = {"WidgetCreatedEvent", *both, "pending", "failed", "succeeded"}
+        for name, series in samples.items():  # every label is a name, never an id
+            for key, value in (pair for labels in series for pair in labels):
+                assert key in {"event_type", "handler", "result", "state", "le"}, (name, key)
+                assert key == "le" or value in names, (name, key, value)
+    finally:
+        handling.close()
+        fanout.close()
+
+
+def test_an_sdk_reader_and_a_prometheus_registry_report_the_same_counts(dialect, one_shard):
+    registry, telemetry, prom = registry_of([one_shard]), Telemetry(), CollectorRegistry()
+    handlers = [RecordingHandler("receipts"), RecordingHandler("flaky", behaviour=fail_first)]
+    clock = SettableClock(UtcClock().now() + timedelta(minutes=1))
+    fanout, handling = jobs(registry, handlers, telemetry.options(prometheus_registry=prom), clock=clock)
+    events = 4
+    try:
+        create_widgets(registry, [one_shard], events)
+        drain(fanout)
+        drain(handling)
+        points, samples = telemetry.points(), scrape(prom)
+        [recorded] = points["ekbatan.events.recorded"]
+        assert recorded.value == events == sample(samples, RECORDED, **recorded.attributes)
+        for name in ("ekbatan.handler.duration", "ekbatan.event.delivery_lag"):
+            prefix = f"{name.replace('.', '_')}_seconds"
+            assert len(points[name]) == len(samples[f"{prefix}_count"])
+            for point in points[name]:
+                labels = dict(point.attributes)
+                assert sample(samples, f"{prefix}_count", **labels) == point.count
+                assert sample(samples, f"{prefix}_sum", **labels) == pytest.approx(point.sum)
+                les = [*(repr(float(b)) for b in point.explicit_bounds), "+Inf"]
+                buckets = dict(zip(les, accumulate(point.bucket_counts), strict=True))
+                assert {le: sample(samples, f"{prefix}_bucket", **labels, le=le) for le in les} == buckets
+        assert sample(samples, CALLS, handler="flaky", result="failed") == 1
+        for name, prefix in (("ekbatan.notifications", WAITING), (OLDEST_AGE, AGES)):
+            assert len(points[name]) == len(samples[prefix])
+            for point in points[name]:
+                assert sample(samples, prefix, **point.attributes) == pytest.approx(point.value)
+        assert sample(samples, WAITING, handler="flaky", state="failed") == 1
     finally:
         handling.close()
         fanout.close()

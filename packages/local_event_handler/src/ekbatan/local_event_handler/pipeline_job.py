@@ -87,6 +87,7 @@ class PipelineJobBuilder:
         traces: bool = True,
         database_gauges: bool = True,
         gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL,
+        prometheus_registry: Any = None,
     ) -> Self:
         """OpenTelemetry metrics and traces of this job (needs ``opentelemetry-api``; off by
         default, and then nothing of it is built or imported). The providers default to
@@ -94,8 +95,11 @@ class PipelineJobBuilder:
         before building the job. The fan-out counts ``ekbatan.events.recorded``; the handling job
         records ``ekbatan.handler.duration`` and ``ekbatan.event.delivery_lag``, a CONSUMER span
         per handler call and, with ``database_gauges``, the notification gauges read from the
-        table at most once per ``gauge_interval`` (default 30 s) per process. See
-        docs/observability-events.md."""
+        table at most once per ``gauge_interval`` (default 30 s) per process.
+        ``prometheus_registry`` (a ``prometheus_client`` ``CollectorRegistry``): the job's
+        metrics are served from it too, read from the process's own counts at each scrape, no
+        SDK needed (built even when none is installed; the job's collector stays registered for
+        the life of the process). See docs/observability-events.md."""
         if not enabled:
             self._telemetry = None
             return self
@@ -107,6 +111,7 @@ class PipelineJobBuilder:
                 gauge_interval=gauge_interval,
                 meter_provider=meter_provider,
                 tracer_provider=tracer_provider,
+                prometheus_registry=prometheus_registry,
             )
         )
 

@@ -114,7 +114,17 @@ from ekbatan.distributed_jobs.scheduler._tasks.kinds import (
     Task,
 )
 from ekbatan.distributed_jobs.scheduler._tasks.operations import ExecutionOperations
-from ekbatan.distributed_jobs.scheduler._telemetry.instruments import SECONDS_BUCKETS
+from ekbatan.distributed_jobs.scheduler._telemetry.instruments import (
+    SECONDS_BUCKETS,
+    Described,
+    LocalCounter,
+    LocalHistogram,
+)
+from ekbatan.distributed_jobs.scheduler._telemetry.prometheus import (
+    GaugeReading,
+    LocalCollector,
+    prometheus_name,
+)
 from ekbatan.distributed_jobs.scheduler._telemetry.settings import package_version as telemetry_version
 from ekbatan.distributed_jobs.scheduler._telemetry.settings import require_api as require_opentelemetry_api
 from ekbatan.distributed_jobs.scheduler._telemetry.wiring import sdk_provider as opentelemetry_sdk_provider
@@ -143,6 +153,12 @@ from ekbatan.distributed_jobs.scheduler.schema import (
 
 __all__ = [
     "SECONDS_BUCKETS",
+    "Described",
+    "GaugeReading",
+    "LocalCollector",
+    "LocalCounter",
+    "LocalHistogram",
+    "prometheus_name",
     "opentelemetry_sdk_provider",
     "require_opentelemetry_api",
     "telemetry_version",

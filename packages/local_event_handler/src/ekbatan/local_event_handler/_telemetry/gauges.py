@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from ekbatan.core.outbox import Clock, utc_now
 from ekbatan.core.sharding import DatabaseRegistry
+from ekbatan.distributed_jobs.scheduler import Described, GaugeReading
 from ekbatan.local_event_handler import handling_sql as sql
 from ekbatan.local_event_handler._telemetry.metrics import NOTIFICATIONS, OLDEST_PENDING_AGE
 from ekbatan.local_event_handler.connections import pipeline_connection
@@ -29,6 +30,9 @@ from ekbatan.local_event_handler.handler_registry import EventHandlerRegistry
 from ekbatan.local_event_handler.states import OPEN_STATES
 
 log = logging.getLogger("ekbatan.local_event_handler.telemetry")
+
+#: the gauges, in the order :meth:`NotificationGauges.reading` returns them
+GAUGES = (NOTIFICATIONS, OLDEST_PENDING_AGE)
 
 
 @dataclass
@@ -57,49 +61,40 @@ class NotificationGauges:
         self._read_at: float | None = None
         self._counts: NotificationCounts | None = None
         self._failing = False
-        self._attributes: dict[tuple[str, ...], dict[str, str]] = {}
+        self._attributes: dict[tuple[str, tuple[str, ...]], dict[str, str]] = {}
 
     def register(self, meter: Any) -> None:
         """Report the gauges through OpenTelemetry observable gauges of ``meter``."""
+        for described in GAUGES:
 
-        def observe_states(options: Any) -> Iterable[Any]:
-            from opentelemetry.metrics import Observation
+            def observe(options: Any, described: Described = described) -> Iterable[Any]:
+                from opentelemetry.metrics import Observation
 
-            counts = self.counts()
-            if counts is None:
-                return []
-            return [
-                Observation(n, self._attrs(("handler", handler), ("state", state)))
-                for (handler, state), n in counts.by_state.items()
-            ]
+                return [
+                    Observation(value, self._attrs(described, key))
+                    for gauge, values in self.reading()
+                    if gauge is described
+                    for key, value in values.items()
+                ]
 
-        def observe_age(options: Any) -> Iterable[Any]:
-            from opentelemetry.metrics import Observation
+            meter.create_observable_gauge(
+                described.name, callbacks=[observe], unit=described.unit, description=described.description
+            )
 
-            counts = self.counts()
-            if counts is None:
-                return []
-            return [Observation(age, self._attrs(("handler", h))) for h, age in counts.oldest_age.items()]
+    def reading(self) -> GaugeReading:
+        """Both gauges' values by key tuple (what a Prometheus collector reads); nothing while
+        reads fail."""
+        counts = self.counts()
+        if counts is None:
+            return []
+        by_state: dict[tuple[str, ...], float] = {key: n for key, n in counts.by_state.items()}
+        ages: dict[tuple[str, ...], float] = {(handler,): age for handler, age in counts.oldest_age.items()}
+        return [(NOTIFICATIONS, by_state), (OLDEST_PENDING_AGE, ages)]
 
-        meter.create_observable_gauge(
-            NOTIFICATIONS,
-            callbacks=[observe_states],
-            unit="{notification}",
-            description="Notifications not yet handled, by handler and state (pending, failed)",
-        )
-        meter.create_observable_gauge(
-            OLDEST_PENDING_AGE,
-            callbacks=[observe_age],
-            unit="s",
-            description="How long ago the event of the oldest notification not yet handled was "
-            "recorded, by handler (0 when none waits)",
-        )
-
-    def _attrs(self, *pairs: tuple[str, str]) -> dict[str, str]:
-        key = tuple(value for _, value in pairs)
-        attributes = self._attributes.get(key)
+    def _attrs(self, described: Described, key: tuple[str, ...]) -> dict[str, str]:
+        attributes = self._attributes.get((described.name, key))
         if attributes is None:
-            attributes = self._attributes[key] = dict(pairs)
+            attributes = self._attributes[(described.name, key)] = described.attributes(key)
         return attributes
 
     def counts(self) -> NotificationCounts | None:

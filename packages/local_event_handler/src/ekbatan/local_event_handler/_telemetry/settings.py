@@ -24,6 +24,9 @@ class EventPipelineTelemetry:
     ``meter_provider`` / ``tracer_provider``: None for OpenTelemetry's global ones (a no-op until
     the application installs an SDK: then nothing is built). ``database_gauges``: the
     notification gauges, read from the table at most once per ``gauge_interval`` per process.
+    ``prometheus_registry``: a ``prometheus_client`` ``CollectorRegistry`` the metrics are
+    served from as well, read from the process's own counts at each scrape — with no SDK in
+    between, and built even when no SDK is installed.
     """
 
     metrics: bool = True
@@ -32,6 +35,7 @@ class EventPipelineTelemetry:
     gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL
     meter_provider: Any = None
     tracer_provider: Any = None
+    prometheus_registry: Any = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.gauge_interval, timedelta):

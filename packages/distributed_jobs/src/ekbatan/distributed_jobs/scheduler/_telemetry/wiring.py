@@ -17,7 +17,7 @@ from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._telemetry.gauges import TableGauges
 from ekbatan.distributed_jobs.scheduler._telemetry.metrics import EngineMetrics
-from ekbatan.distributed_jobs.scheduler._telemetry.prometheus import EngineCollector
+from ekbatan.distributed_jobs.scheduler._telemetry.prometheus import engine_collector
 from ekbatan.distributed_jobs.scheduler._telemetry.propagation import ScheduleTracing, TraceContexts
 from ekbatan.distributed_jobs.scheduler._telemetry.settings import (
     DEFAULT_NAMES_REFRESH,
@@ -90,7 +90,7 @@ def table_gauges(
     registry = settings.prometheus_registry
     if registry is None:
         return gauges, lambda: None
-    collector = EngineCollector(metrics, gauges)
+    collector = engine_collector(metrics, gauges)
     registry.register(collector)
     return gauges, lambda: registry.unregister(collector)
 
