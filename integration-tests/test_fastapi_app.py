@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from testsupport import create_isolated_database, wait_until
+from testsupport.prometheus_scrape import PER_ITEM_LABELS, scrape
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 DEPOSITS = 20
@@ -119,6 +120,41 @@ def test_two_uvicorn_workers_share_the_jobs_and_stop_cleanly(tmp_path):
         )
 
         wait_until(lambda: slots() >= 4, timeout=20, interval=0.1, message="a few slots of the recurring job")
+
+        def handler_calls() -> list[Any]:
+            with engine.connect() as connection:
+                return list(connection.exec_driver_sql("SELECT pid FROM handled_deposits"))
+
+        # /metrics: each worker serves its own counters, so each scrape must agree with the rows
+        # of the worker that answered it (a completion is counted just after its body wrote them)
+        agreed: dict[int, tuple[float, float]] = {}
+
+        def a_scrape_agrees_with_its_worker() -> bool:
+            got = scrape(f"{base}/metrics")
+            assert got.headers["content-type"].startswith("text/plain; version=0.0.4"), got.headers
+            assert not got.label_names() & PER_ITEM_LABELS, got.label_names()
+            pid = int(got.headers["x-worker-pid"])
+            receipts_run = sum(1 for r in receipt_runs() if r.pid == pid)
+            calls = sum(1 for r in handler_calls() if r.pid == pid)
+            counted = got.value("ekbatan_executions_total", task="wallet-receipt", result="succeeded")
+            timed = got.value(
+                "ekbatan_execution_duration_seconds_count", task="wallet-receipt", result="succeeded"
+            )
+            handled = got.value("ekbatan_handler_duration_seconds_count", handler="deposit-recorder")
+            if (counted, timed, handled) != (receipts_run, receipts_run, calls):
+                return False
+            agreed[pid] = (counted, handled)
+            return len(agreed) == 2  # both workers answered at least once
+
+        wait_until(
+            a_scrape_agrees_with_its_worker, timeout=20, interval=0.05, message="/metrics of both workers"
+        )
+        assert sum(counted for counted, _ in agreed.values()) == DEPOSITS, agreed
+        openmetrics = scrape(f"{base}/metrics", accept="application/openmetrics-text; version=1.0.0")
+        assert openmetrics.headers["content-type"].startswith("application/openmetrics-text"), (
+            openmetrics.headers
+        )
+        assert "ekbatan_executions" in openmetrics.family_names()
 
         server.send_signal(signal.SIGTERM)
         try:

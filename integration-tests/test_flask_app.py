@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from testsupport import create_isolated_database, wait_until
 from testsupport.eventlog_shards import drop_eventlog
+from testsupport.prometheus_scrape import PER_ITEM_LABELS, scrape
 
 EXAMPLES = Path(__file__).parent / "examples"
 DEPOSITS = 12
@@ -142,6 +143,28 @@ def test_gunicorn_two_workers_run_each_slot_once_handle_every_event_and_stop_cle
             timeout=20,
             message="top-ups",
         )
+
+        # /metrics: each worker serves its own counters, so each scrape must agree with the rows
+        # of the worker that answered it (polled: a completion is counted just after its body ran)
+        agreed: dict[int, float] = {}
+
+        def a_scrape_agrees_with_its_worker() -> bool:
+            got = scrape(f"http://127.0.0.1:{port}/metrics")
+            assert not got.label_names() & PER_ITEM_LABELS, got.label_names()
+            pid = int(got.headers["x-worker-pid"])
+            calls = len(rows(engine, f"SELECT deposit_id FROM fw_handled_deposits WHERE pid = {pid}"))
+            slots_run = len(rows(engine, f"SELECT slot FROM fw_top_up_runs WHERE pid = {pid}"))
+            handled = got.value("ekbatan_handler_duration_seconds_count", handler="deposit-recorder")
+            topped = got.value("ekbatan_executions_total", task="wallet-top-up", result="succeeded")
+            if (handled, topped) != (calls, slots_run):
+                return False
+            agreed[pid] = handled
+            return len(agreed) == 2  # both workers answered at least once
+
+        wait_until(
+            a_scrape_agrees_with_its_worker, timeout=20, interval=0.05, message="/metrics of both workers"
+        )
+        assert sum(agreed.values()) >= DEPOSITS, agreed
 
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0, log()

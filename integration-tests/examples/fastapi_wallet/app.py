@@ -10,7 +10,7 @@ import uuid
 from decimal import Decimal
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from pydantic import BaseModel
 
 from ekbatan.integrations.fastapi import (
@@ -18,6 +18,7 @@ from ekbatan.integrations.fastapi import (
     SchedulerClientDep,
     ekbatan_lifespan,
     health_router,
+    metrics_router,
     run_action,
     schedule_task,
 )
@@ -27,6 +28,15 @@ CONFIG = Path(__file__).with_name("application.yml")
 
 app = FastAPI(lifespan=ekbatan_lifespan(CONFIG, ["fastapi_wallet"]))
 app.include_router(health_router())
+app.include_router(metrics_router())
+
+
+@app.middleware("http")
+async def worker_pid(request: Request, call_next: object) -> Response:
+    # which worker answered: each worker process serves its own counters at /metrics
+    response: Response = await call_next(request)  # type: ignore[operator]
+    response.headers["X-Worker-Pid"] = str(os.getpid())
+    return response
 
 
 class DepositBody(BaseModel):

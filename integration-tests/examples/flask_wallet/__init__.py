@@ -13,7 +13,7 @@ import uuid
 from decimal import Decimal
 from pathlib import Path
 
-from flask import Flask, request
+from flask import Flask, Response, request
 
 from ekbatan.integrations.flask import Ekbatan
 from flask_wallet.wallet import Deposit, DepositParams
@@ -27,6 +27,13 @@ def create_app() -> Flask:
     app.config["EKBATAN_PACKAGES"] = "flask_wallet"
     app.config.from_prefixed_env()
     ekbatan.init_app(app)
+    app.register_blueprint(ekbatan.metrics_blueprint())
+
+    @app.after_request
+    def worker_pid(response: Response) -> Response:
+        # which worker answered: each worker process serves its own counters at /metrics
+        response.headers["X-Worker-Pid"] = str(os.getpid())
+        return response
 
     @app.post("/deposits")
     def deposit() -> dict[str, object]:

@@ -18,6 +18,18 @@ from click.testing import CliRunner, Result
 from testsupport import create_isolated_database
 from testsupport.eventlog_shards import drop_eventlog
 
+#: ``ekbatan.sharding`` of one SQLite shard, for settings that are built and never connected
+ONE_SHARD = {
+    "default-shard": {"group": 0, "member": 0},
+    "groups": [
+        {
+            "group": 0,
+            "name": "global",
+            "members": [{"member": 0, "configs": {"primary-config": {"url": "sqlite:///unused.sqlite"}}}],
+        }
+    ],
+}
+
 
 def application_yml(
     directory: Path,

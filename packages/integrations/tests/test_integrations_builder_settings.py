@@ -7,21 +7,11 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from integrations_support import ONE_SHARD
 
 from ekbatan.core import EkbatanSettings, settings_from_document
 from ekbatan.distributed_jobs import DistributedJob, JobContext, JobRegistry, Schedule, Schedules
 from ekbatan.integrations import apply_jobs_settings
-
-ONE_SHARD = {
-    "default-shard": {"group": 0, "member": 0},
-    "groups": [
-        {
-            "group": 0,
-            "name": "global",
-            "members": [{"member": 0, "configs": {"primary-config": {"url": "sqlite:///unused.sqlite"}}}],
-        }
-    ],
-}
 
 
 class Job(DistributedJob):

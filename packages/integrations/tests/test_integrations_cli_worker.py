@@ -6,6 +6,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,7 @@ from integrations_support import application_yml
 from ekbatan.integrations.cli import main
 from testsupport import wait_until
 from testsupport.private_servers import private_server
+from testsupport.prometheus_scrape import PER_ITEM_LABELS, scrape
 
 JOBS = '''
 import time
@@ -81,7 +83,7 @@ def test_the_worker_runs_jobs_and_stops_cleanly_on_sigterm(app_db, tmp_path):
 
     command = [sys.executable, "-m", "ekbatan.integrations.cli", "worker", "--config", str(config)]
     worker = subprocess.Popen(
-        [*command, "--packages", "myjobs", "--json"],
+        [*command, "--packages", "myjobs", "--json", "--metrics-port", "0"],
         cwd=tmp_path,  # the worker puts its working directory on the import path
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -91,6 +93,21 @@ def test_the_worker_runs_jobs_and_stops_cleanly_on_sigterm(app_db, tmp_path):
         started = json.loads(read_line(worker, timeout=60))
         assert started["event"] == "started" and started["jobs"] == ["slow-job"]
         wait_until(lambda: (row := slow_job_row()) and row[1] is not None, timeout=30, message="slow-job ran")
+        # --metrics-port 0: a free port on 127.0.0.1, said in the started line; a real scrape
+        assert started["metrics_url"].startswith("http://127.0.0.1:"), started
+
+        def scraped() -> object:
+            got = scrape(started["metrics_url"])
+            return got if got.value("ekbatan_executions_total", task="slow-job", result="succeeded") else None
+
+        metrics = wait_until(scraped, timeout=10, message="a run counted at /metrics")
+        runs = metrics.value("ekbatan_executions_total", task="slow-job", result="succeeded")
+        timed = metrics.value("ekbatan_execution_duration_seconds_count", task="slow-job", result="succeeded")
+        assert timed == runs, metrics.text
+        # each run sleeps 0.5 s: none of them is in a bucket below it
+        assert metrics.value("ekbatan_execution_duration_seconds_bucket", task="slow-job", le="0.25") == 0
+        assert metrics.value("process_cpu_seconds_total") > 0, "the process collectors are served too"
+        assert not metrics.label_names() & PER_ITEM_LABELS
         wait_until(lambda: (row := slow_job_row()) and row[0], timeout=30, message="slow-job picked again")
         stop_with_sigterm(worker)
         with engine.connect() as connection:
@@ -241,6 +258,7 @@ def test_options_give_the_worker_jobs_that_are_not_scanned(app_db, tmp_path):
     try:
         started = json.loads(read_line(worker, timeout=60))
         assert started["event"] == "started" and started["jobs"] == ["mark-job"], started
+        assert started["metrics_url"] is None, "no metrics served unless asked"
         wait_until(marks, timeout=30, message="mark-job wrote its row")
         stop_with_sigterm(worker)
         assert marks() == 1
@@ -283,3 +301,28 @@ def test_a_bad_options_value_is_named_with_what_to_write(value, says):
     message = " ".join(result.output.split())
     assert says in message, message
     assert "a function of no argument returning one, e.g. shop.worker:OPTIONS" in message, message
+
+
+def test_a_metrics_port_already_taken_is_refused_before_anything_starts(tmp_path):
+    config = application_yml(tmp_path, f"sqlite:///{tmp_path / 'app.sqlite'}")
+    assert CliRunner().invoke(main, ["migrate", "--config", str(config)]).exit_code == 0
+    package = tmp_path / "myjobs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text(textwrap.dedent(JOBS))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "ekbatan.integrations.cli", "worker", "--config", str(config)]
+        worker = subprocess.run(
+            [*command, "--packages", "myjobs", "--metrics-port", str(port)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert worker.returncode == 1, worker.stdout + worker.stderr
+    assert f"cannot serve the metrics on 127.0.0.1:{port}" in worker.stderr, worker.stderr
+    assert "pick another --metrics-port (0 picks a free one)" in worker.stderr
+    assert "Traceback" not in worker.stderr

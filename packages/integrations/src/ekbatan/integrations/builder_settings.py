@@ -1,17 +1,18 @@
-"""``application.yml``'s ``ekbatan.jobs`` section onto the ``JobRegistry`` builder: settings flow
-one way, from the typed section into plain builder calls, so the engine and its facade never
-import the settings models."""
+"""``application.yml``'s ``ekbatan.jobs`` and ``ekbatan.observability`` sections onto the
+``JobRegistry`` and event pipeline builders: settings flow one way, from the typed sections into
+plain builder calls, so the engine, its facade and the pipeline never import the settings models."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ekbatan.core.config import JobsConfig, JobsHistoryConfig
+from ekbatan.core.config import JobsConfig, JobsHistoryConfig, ObservabilityConfig
 from ekbatan.distributed_jobs import JobRegistryBuilder
 from ekbatan.distributed_jobs.scheduler import HistoryRetention
+from ekbatan.local_event_handler import EventPipelineTelemetry
 
-__all__ = ["apply_jobs_settings"]
+__all__ = ["apply_jobs_settings", "apply_observability_settings", "pipeline_telemetry", "telemetry_options"]
 
 B = TypeVar("B", bound=JobRegistryBuilder)
 
@@ -59,3 +60,44 @@ def _apply_history(builder: JobRegistryBuilder, history: JobsHistoryConfig) -> N
         prune_every=history.prune_interval or default.prune_every,
     )
     builder.execution_history(retention=retention, keep_task_data=bool(history.keep_task_data))
+
+
+def telemetry_options(observability: ObservabilityConfig, metrics_registry: Any) -> dict[str, Any] | None:
+    """``ekbatan.observability`` as the keyword arguments of the builders' ``telemetry(...)``
+    (None: off). ``metrics_registry`` is where the metrics are served in Prometheus' format
+    (None: only to an OpenTelemetry SDK meter provider, if the application installed one)."""
+    if not observability.enabled:
+        return None
+    options: dict[str, Any] = {
+        "metrics": observability.metrics,
+        "traces": observability.traces,
+        "database_gauges": observability.database_gauges,
+    }
+    if observability.gauge_interval is not None:
+        options["gauge_interval"] = observability.gauge_interval
+    if observability.metrics and metrics_registry is not None:
+        options["prometheus_registry"] = metrics_registry
+    return options
+
+
+def apply_observability_settings(
+    builder: B, observability: ObservabilityConfig, metrics_registry: Any = None
+) -> B:
+    """The scheduler's telemetry from ``ekbatan.observability``; returns ``builder``."""
+    options = telemetry_options(observability, metrics_registry)
+    if options is not None:
+        builder.telemetry(
+            True,
+            semantic_conventions=observability.semantic_conventions,
+            schedule_context=observability.schedule_context,
+            **options,
+        )
+    return builder
+
+
+def pipeline_telemetry(
+    observability: ObservabilityConfig, metrics_registry: Any = None
+) -> EventPipelineTelemetry | None:
+    """The event pipeline jobs' telemetry from ``ekbatan.observability`` (None: off)."""
+    options = telemetry_options(observability, metrics_registry)
+    return None if options is None else EventPipelineTelemetry(**options)

@@ -54,6 +54,7 @@ _OPTION_PROVIDERS = {
     "extra_handlers": "extra_handlers",
     "extra_tasks": "extra_tasks",
     "customize_scheduler": "customize_scheduler",
+    "metrics_registry": "metrics_registry",
 }
 
 #: the runtime's parts, and what to change instead of replacing one. A replaced part would not
@@ -276,6 +277,8 @@ class EkbatanContainer(containers.DeclarativeContainer, metaclass=_SharedSelf):
     extra_handlers: providers.Object[Any] = providers.Object(None)
     extra_tasks: providers.Object[Any] = providers.Object(None)
     customize_scheduler: providers.Object[Any] = providers.Object(None)
+    #: the prometheus_client registry the metrics are served from (ekbatan.observability.metrics)
+    metrics_registry: providers.Object[Any] = providers.Object(None)
 
     #: loaded from the config; the application's providers may depend on these two
     settings = providers.Resource(_settings, __self__)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar, Unpack
 try:
     import anyio
     from fastapi import APIRouter, Depends
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, PlainTextResponse, Response
     from starlette.requests import HTTPConnection
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -29,6 +29,7 @@ from ekbatan.core import ActionExecutor, EkbatanSettings
 from ekbatan.core.outbox import Action
 from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance
 from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
+from ekbatan.integrations.metrics_exposition import METRICS_OFF, render_metrics
 from ekbatan.integrations.options import EkbatanOptions, OptionFields
 from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
 
@@ -42,6 +43,7 @@ __all__ = [
     "ekbatan_runtime",
     "health_report",
     "health_router",
+    "metrics_router",
     "run_action",
     "schedule_task",
     "scheduler_client",
@@ -242,5 +244,33 @@ def health_router(
         include_in_schema=include_in_schema,
         response_class=JSONResponse,
         summary="Ekbatan readiness",
+    )
+    return router
+
+
+# --------------------------------------------------------------------------- metrics
+def metrics_router(path: str = "/metrics", *, include_in_schema: bool = False) -> APIRouter:
+    """A router with ``GET path`` serving the metrics in Prometheus' text format (OpenMetrics
+    when the scraper asks for it), from the runtime's ``metrics_registry``; include it with
+    ``app.include_router(metrics_router())``. It answers 404, saying why, when
+    ``ekbatan.observability.metrics`` is off. Each worker process serves its own counters (the
+    gauges read from the database are the cluster's): see docs/observability-endpoints.md."""
+    router = APIRouter()
+
+    async def ekbatan_metrics(connection: HTTPConnection) -> Response:
+        registry = _runtime_of(connection).metrics_registry
+        if registry is None:
+            return PlainTextResponse(METRICS_OFF, status_code=404)
+        # a scrape may read the gauges from the database (at most once per interval): a thread
+        render = functools.partial(render_metrics, registry, connection.headers.get("accept"))
+        body, content_type = await anyio.to_thread.run_sync(render)
+        return Response(content=body, media_type=content_type)
+
+    router.add_api_route(
+        path,
+        ekbatan_metrics,
+        methods=["GET"],
+        include_in_schema=include_in_schema,
+        summary="Ekbatan metrics (Prometheus)",
     )
     return router

@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any, Unpack, cast
 
 try:
     import click
-    from flask import Blueprint, Flask, Response, appcontext_pushed, current_app, has_app_context, jsonify
+    from flask import (
+        Blueprint,
+        Flask,
+        Response,
+        appcontext_pushed,
+        current_app,
+        has_app_context,
+        jsonify,
+        request,
+    )
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "ekbatan.integrations.flask needs Flask: pip install 'ekbatan-integrations[flask]'"
@@ -36,6 +45,7 @@ from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.discovery import scan
 from ekbatan.integrations.flask_cli import EXTENSION_KEY, ekbatan_cli
 from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
+from ekbatan.integrations.metrics_exposition import METRICS_OFF, render_metrics
 from ekbatan.integrations.options import EkbatanOptions, OptionFields, _flag
 from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime, load
 
@@ -259,6 +269,26 @@ class Ekbatan:
                 failing_tasks_cache=failing_tasks_cache,
             )
             return jsonify(report), 200 if ready else 503
+
+        return blueprint
+
+    def metrics_blueprint(self, path: str = "/metrics", *, name: str = "ekbatan_metrics") -> Blueprint:
+        """A blueprint with ``GET path`` serving the metrics in Prometheus' text format
+        (OpenMetrics when the scraper asks for it), the same as FastAPI's ``metrics_router``;
+        register it with ``app.register_blueprint(...)``. 404, saying why, when
+        ``ekbatan.observability.metrics`` is off. Like any request, the first scrape starts
+        Ekbatan unless ``EKBATAN_AUTOSTART`` is off. Each worker process serves its own
+        counters: see docs/observability-endpoints.md."""
+        blueprint = Blueprint(name, __name__)
+
+        @blueprint.get(path)
+        def ekbatan_metrics() -> Response:
+            state = self._states.get(_app_of_this_context())
+            registry = None if state is None or state.runtime is None else state.runtime.metrics_registry
+            if registry is None:
+                return Response(METRICS_OFF, status=404, content_type="text/plain; charset=utf-8")
+            body, content_type = render_metrics(registry, request.headers.get("Accept"))
+            return Response(body, content_type=content_type)
 
         return blueprint
 

@@ -57,7 +57,11 @@ class EkbatanOptions:
     * ``customize_scheduler`` — adjusts the engine's builder last (threads, polling, …);
     * ``database_registry`` — a ``DatabaseRegistry`` the application built (and closes) to use
       instead of one built from ``ekbatan.sharding``: its own services and Ekbatan's then share
-      one set of pools. Its settings should be the ones ``config`` names.
+      one set of pools. Its settings should be the ones ``config`` names;
+    * ``metrics_registry`` — the ``prometheus_client`` ``CollectorRegistry`` the metrics are
+      served from when ``ekbatan.observability.metrics`` is on (default: one of the runtime's
+      own, with the process collectors; pass ``prometheus_client.REGISTRY`` to have them on
+      the ``/metrics`` your application already serves — one runtime per registry).
     """
 
     config: str | os.PathLike[str] | EkbatanSettings | None = None
@@ -72,6 +76,7 @@ class EkbatanOptions:
     extra_tasks: tuple[Task[Any], ...] = ()
     customize_scheduler: Callable[[SchedulerBuilder], Any] | None = field(default=None, repr=False)
     database_registry: DatabaseRegistry | None = field(default=None, repr=False)
+    metrics_registry: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # Lists are accepted where tuples are declared: kept as tuples, so options stay hashable
@@ -91,6 +96,13 @@ class EkbatanOptions:
             raise TypeError(
                 "EkbatanOptions.database_registry takes a DatabaseRegistry "
                 f"(DatabaseRegistry.from_config(settings)), got {self.database_registry!r}"
+            )
+        if self.metrics_registry is not None and not callable(
+            getattr(self.metrics_registry, "register", None)
+        ):
+            raise TypeError(
+                "EkbatanOptions.metrics_registry takes a prometheus_client CollectorRegistry "
+                f"(prometheus_client.REGISTRY or CollectorRegistry()), got {self.metrics_registry!r}"
             )
         if self.customize_scheduler is not None and not callable(self.customize_scheduler):
             raise TypeError(
@@ -153,6 +165,7 @@ class OptionFields(TypedDict, total=False):
     extra_tasks: Iterable[Task[Any]]
     customize_scheduler: Callable[[SchedulerBuilder], Any] | None
     database_registry: DatabaseRegistry | None
+    metrics_registry: Any
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(EkbatanOptions))

@@ -24,9 +24,18 @@ from ekbatan.core.persistence import ConnectionProvider
 from ekbatan.core.sharding import jobs_connection_provider
 from ekbatan.distributed_jobs import DistributedJob, JobRegistry, task_definition_of
 from ekbatan.distributed_jobs.scheduler import SchedulerBuilder, SchedulerClient, Task
-from ekbatan.integrations.builder_settings import apply_jobs_settings
+from ekbatan.integrations.builder_settings import (
+    apply_jobs_settings,
+    apply_observability_settings,
+    pipeline_telemetry,
+)
 from ekbatan.integrations.construction import Offer, construct, offers_of_container
 from ekbatan.integrations.discovery import Discovered, scan
+from ekbatan.integrations.metrics_exposition import (
+    RuntimeMetrics,
+    new_metrics_registry,
+    require_prometheus_client,
+)
 from ekbatan.integrations.options import DEFAULT_CONFIG, EkbatanOptions, OptionFields
 from ekbatan.local_event_handler import EventHandlerRegistry, event_pipeline_jobs
 
@@ -58,6 +67,11 @@ class EkbatanRuntime:
     tasks: tuple[Task[Any], ...] = ()
     #: the options it was built with
     options: EkbatanOptions = field(default_factory=EkbatanOptions)
+    #: the ``prometheus_client`` registry the metrics are served from (None: not served so;
+    #: ``ekbatan.observability.metrics`` is off, or ``prometheus: false``)
+    metrics_registry: Any = field(default=None, repr=False)
+    #: the runtime's metrics on the application's registry, taken off it at stop
+    _on_given_registry: RuntimeMetrics | None = field(default=None, repr=False)
     _state: str = field(default="built", repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _client: SchedulerClient | None = field(default=None, repr=False)
@@ -103,6 +117,8 @@ class EkbatanRuntime:
         try:
             if self.job_registry is not None:
                 self.job_registry.stop()
+            if self._on_given_registry is not None:
+                self._on_given_registry.close()
         finally:
             try:
                 if self.jobs_pool is not None:
@@ -150,9 +166,11 @@ def job_registry_for(
     *,
     require_database: bool = True,
     tasks: Iterable[Task[Any]] = (),
+    metrics_registry: Any = None,
 ) -> JobRegistry:
     """The job registry of ``jobs`` and ``tasks`` on ``jobs_pool``; the framework's lifecycle
-    starts and stops it."""
+    starts and stops it. Its telemetry follows ``ekbatan.observability`` (the metrics served
+    from ``metrics_registry`` too, when given)."""
     builder = apply_jobs_settings(
         # execution history on by default here (ekbatan.jobs.history.enabled: false turns it off)
         JobRegistry.builder()
@@ -162,6 +180,7 @@ def job_registry_for(
         .execution_history(),
         settings.jobs,
     )
+    apply_observability_settings(builder, settings.observability, metrics_registry)
     builder.register_shutdown_hook(False).require_database(require_database)
     if customize_scheduler is not None:
         builder.customize_scheduler(customize_scheduler)
@@ -174,8 +193,10 @@ def pipeline_jobs_for(
     handler_registry: EventHandlerRegistry,
     clock: Clock,
     codec: EventCodec,
+    metrics_registry: Any = None,
 ) -> list[DistributedJob]:
-    """The fan-out job when there is a handler (and the handling job when enabled); else none."""
+    """The fan-out job when there is a handler (and the handling job when enabled); else none.
+    Their telemetry follows ``ekbatan.observability``."""
     if not handler_registry:
         return []
     return list(
@@ -185,6 +206,7 @@ def pipeline_jobs_for(
             event_handler_registry=handler_registry,
             clock=clock,
             codec=codec,
+            telemetry=pipeline_telemetry(settings.observability, metrics_registry),
         )
     )
 
@@ -238,6 +260,9 @@ def build_runtime(
     clock = UtcClock() if opts.clock is None else opts.clock
     codec = default_codec if opts.codec is None else opts.codec
     given_registry = opts.database_registry
+    metrics_registry, on_given_registry = _metrics_registry(settings, opts)
+    # where the scheduler and the pipeline jobs register their collectors
+    registers_on = metrics_registry if on_given_registry is None else on_given_registry.registry
     registry = DatabaseRegistry.from_config(settings) if given_registry is None else given_registry
     jobs_pool = None
     try:
@@ -251,7 +276,7 @@ def build_runtime(
         handlers = [construct(cls, sources) for cls in discovered.handlers] + list(extra_handlers)
         handler_registry = EventHandlerRegistry.builder().with_handlers(handlers).build()
         jobs: list[DistributedJob] = [construct(cls, sources) for cls in discovered.jobs] + list(extra_jobs)
-        jobs += pipeline_jobs_for(settings, registry, handler_registry, clock, codec)
+        jobs += pipeline_jobs_for(settings, registry, handler_registry, clock, codec, registers_on)
         # the same task object discovered and given again in extra_tasks is one task
         tasks = list(
             {id(task): task for task in [*tasks_for(discovered, sources), *opts.extra_tasks]}.values()
@@ -260,9 +285,17 @@ def build_runtime(
         if jobs or tasks:
             jobs_pool = jobs_connection_provider(settings, strict=True)
             job_registry = job_registry_for(
-                jobs, jobs_pool, settings, customize_scheduler, require_database=require_database, tasks=tasks
+                jobs,
+                jobs_pool,
+                settings,
+                customize_scheduler,
+                require_database=require_database,
+                tasks=tasks,
+                metrics_registry=registers_on,
             )
     except BaseException:
+        if on_given_registry is not None:
+            on_given_registry.close()
         if jobs_pool is not None:
             jobs_pool.close()
         if given_registry is None:
@@ -288,4 +321,19 @@ def build_runtime(
         jobs_pool=jobs_pool,
         migrate_on_start=opts.migrate_on_start,
         options=opts,
+        metrics_registry=metrics_registry,
+        _on_given_registry=on_given_registry,
     )
+
+
+def _metrics_registry(settings: EkbatanSettings, opts: EkbatanOptions) -> tuple[Any, RuntimeMetrics | None]:
+    """Where the metrics are served in Prometheus' format — the options' registry, else a new one
+    of the runtime's own; None when ``ekbatan.observability`` does not serve them so — and, on
+    the options' registry, the one collector the runtime's metrics are registered there as."""
+    observability = settings.observability
+    if not (observability.metrics and observability.prometheus):
+        return None, None
+    require_prometheus_client()
+    if opts.metrics_registry is None:
+        return new_metrics_registry(), None
+    return opts.metrics_registry, RuntimeMetrics(opts.metrics_registry)

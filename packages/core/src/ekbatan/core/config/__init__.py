@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         kebab_spelling,
     )
     from ekbatan.core.config.local_event_handler import HandlingConfig, LocalEventHandlerConfig
+    from ekbatan.core.config.observability import ObservabilityConfig
     from ekbatan.core.config.placeholders import expand_placeholders
     from ekbatan.core.config.settings import EkbatanSettings, load_settings, settings_from_document
 
@@ -35,6 +36,7 @@ __all__ = [
     "JobsConfig",
     "JobsHistoryConfig",
     "LocalEventHandlerConfig",
+    "ObservabilityConfig",
     "SettingsError",
     "expand_placeholders",
     "fold_key",
@@ -59,6 +61,7 @@ __getattr__, __dir__ = _lazy_exports(
         "ekbatan.core.config.jobs": ("JobsConfig", "JobsHistoryConfig"),
         "ekbatan.core.config.key_folding": ("fold_key", "kebab_spelling"),
         "ekbatan.core.config.local_event_handler": ("HandlingConfig", "LocalEventHandlerConfig"),
+        "ekbatan.core.config.observability": ("ObservabilityConfig",),
         "ekbatan.core.config.placeholders": ("expand_placeholders",),
         "ekbatan.core.config.settings": ("EkbatanSettings", "load_settings", "settings_from_document"),
     },

@@ -21,6 +21,7 @@ from ekbatan.core.config.errors import SettingsError, problems_from_validation_e
 from ekbatan.core.config.jobs import JobsConfig
 from ekbatan.core.config.key_folding import DuplicateSpellingError, fold_mapping_keys, fold_tree
 from ekbatan.core.config.local_event_handler import LocalEventHandlerConfig
+from ekbatan.core.config.observability import ObservabilityConfig
 from ekbatan.core.config.placeholders import PlaceholderError, expand_placeholders
 from ekbatan.core.config.yaml_loading import read_yaml_document
 from ekbatan.core.sharding.config import ShardingConfig
@@ -42,6 +43,7 @@ class EkbatanSettings(BaseSettings):
     sharding: ShardingConfig
     jobs: JobsConfig = Field(default_factory=JobsConfig)
     local_event_handler: LocalEventHandlerConfig = Field(default_factory=LocalEventHandlerConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
 
     @classmethod
     def settings_customise_sources(
@@ -61,11 +63,11 @@ class EkbatanSettings(BaseSettings):
     def _fold_keys(cls, value: Any) -> Any:
         return fold_mapping_keys(value)
 
-    @field_validator("jobs", "local_event_handler", mode="before")
+    @field_validator("jobs", "local_event_handler", "observability", mode="before")
     @classmethod
     def _null_means_defaults(cls, value: Any, info: Any) -> Any:
         if value is None:
-            return JobsConfig() if info.field_name == "jobs" else LocalEventHandlerConfig()
+            return _SECTIONS[info.field_name]()
         return value
 
     @field_validator("namespace")
@@ -77,6 +79,14 @@ class EkbatanSettings(BaseSettings):
                 f"{value!r} is not a dotted identifier such as 'wallet' or 'my_service.orders'{hint}"
             )
         return value
+
+
+#: the optional sections, each empty (``observability:`` alone) meaning its defaults
+_SECTIONS: dict[str, type[Any]] = {
+    "jobs": JobsConfig,
+    "local_event_handler": LocalEventHandlerConfig,
+    "observability": ObservabilityConfig,
+}
 
 
 def load_settings(path: str | FilePath, *, environ: Mapping[str, str] | None = None) -> EkbatanSettings:

@@ -34,8 +34,9 @@ from ekbatan.core import EkbatanSettings
 from ekbatan.distributed_jobs import JobsDatabaseUnavailableError, StopSignals
 from ekbatan.integrations.cli.app import EXIT_USAGE, Invocation, ekbatan_command
 from ekbatan.integrations.cli.targets import CliError, Target, config_target, first_line
+from ekbatan.integrations.metrics_exposition import MetricsServer, serve_metrics
 from ekbatan.integrations.options import EkbatanOptions
-from ekbatan.integrations.runtime import build_runtime
+from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
 
 __all__ = ["worker_command"]
 
@@ -135,6 +136,19 @@ def _short_repr(value: object) -> str:
     "(default: exit 1 at once, naming the pool). Not with --migrate, which needs the database.",
 )
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Serve the metrics in Prometheus' format at http://HOST:PORT/metrics (0: any free port); "
+    "turns ekbatan.observability.metrics on. Default: ekbatan.observability.metrics-port, else not served.",
+)
+@click.option(
+    "--metrics-host",
+    metavar="HOST",
+    help="The address --metrics-port binds (default: ekbatan.observability.metrics-host, 127.0.0.1); "
+    "0.0.0.0 for every interface, e.g. in a container.",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -147,6 +161,8 @@ def worker_command(
     container: str | None,
     migrate: bool,
     wait_for_database: bool,
+    metrics_port: int | None,
+    metrics_host: str | None,
     log_level: str,
 ) -> None:
     """Run the application's jobs and event handlers until SIGTERM or SIGINT."""
@@ -172,7 +188,8 @@ def worker_command(
             param_hint="--migrate/--wait-for-database",
         )
     target = _target(invocation, given)
-    runtime = build_runtime(options=opts.replace(config=target.settings))
+    settings = _with_metrics_flags(target.settings, metrics_port, metrics_host)
+    runtime = build_runtime(options=opts.replace(config=settings))
     invocation.resources.callback(runtime.stop)
     if runtime.job_registry is None:
         names = ", ".join(p if isinstance(p, str) else p.__name__ for p in opts.packages)
@@ -187,6 +204,7 @@ def worker_command(
     logging.basicConfig(
         level=getattr(logging, log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    metrics = _serve_metrics(invocation, runtime)
     with StopSignals(STOP_SIGNALS) as stop:
         try:
             runtime.start()
@@ -210,11 +228,13 @@ def worker_command(
                 "handling_enabled": handling,
                 "jobs_pool": pool.url,
                 "waiting_for_database": waiting,
+                "metrics_url": None if metrics is None else metrics.url,
             },
             f"ekbatan worker {os.getpid()}: {len(jobs)} job(s) ({', '.join(jobs)}), "
             f"{len(tasks)} task(s){named_tasks}, "
             f"{_handlers_text(handlers, handling)}, jobs pool {pool.url}"
-            f"{' (waiting for its database)' if waiting else ''}; stop it with SIGTERM or Ctrl-C",
+            f"{' (waiting for its database)' if waiting else ''}"
+            f"{'' if metrics is None else f'; metrics at {metrics.url}'}; stop it with SIGTERM or Ctrl-C",
         )
         received = stop.wait()
     # the handlers are restored first, so that a second signal during a long drain stops the process
@@ -233,6 +253,50 @@ def worker_command(
         {"event": "stopped", "signal": received.name, "abandoned": abandoned},
         f"ekbatan worker {os.getpid()}: {received.name} received; {outcome}",
     )
+
+
+def _with_metrics_flags(
+    settings: EkbatanSettings | None, port: int | None, host: str | None
+) -> EkbatanSettings | None:
+    """``--metrics-port``/``--metrics-host`` over ``ekbatan.observability``: a port given turns
+    the metrics on, served in Prometheus' format (the flag says so, whatever the file says)."""
+    if settings is None:  # a URL target, which the worker refuses anyway
+        return settings
+    observability = settings.observability
+    changes: dict[str, Any] = {}
+    if port is not None:
+        changes.update(metrics=True, prometheus=True, metrics_port=port)
+    if host is not None:
+        changes["metrics_host"] = host
+    if not changes:
+        return settings
+    return settings.model_copy(update={"observability": observability.model_copy(update=changes)})
+
+
+def _serve_metrics(invocation: Invocation, runtime: EkbatanRuntime) -> MetricsServer | None:
+    """``/metrics`` on ``ekbatan.observability.metrics-port`` (None when no port is set); closed
+    with the worker. A port already taken is refused in one line, before anything starts."""
+    observability = runtime.settings.observability
+    if observability.metrics_port is None:
+        return None
+    if runtime.metrics_registry is None:
+        raise CliError(
+            f"ekbatan.observability.metrics-port is {observability.metrics_port} but the metrics are not "
+            "served in Prometheus' format: set ekbatan.observability.metrics: true (and prometheus: true), "
+            "or pass --metrics-port"
+        )
+    try:
+        server = serve_metrics(
+            runtime.metrics_registry, observability.metrics_host, observability.metrics_port
+        )
+    except OSError as error:
+        where = f"{observability.metrics_host}:{observability.metrics_port}"
+        raise CliError(
+            f"cannot serve the metrics on {where}: {error.strerror or error}; pick another --metrics-port "
+            "(0 picks a free one)"
+        ) from None
+    invocation.resources.callback(server.close)
+    return server
 
 
 def _target(invocation: Invocation, given: EkbatanOptions) -> Target:

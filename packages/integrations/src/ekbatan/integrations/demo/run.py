@@ -37,6 +37,7 @@ from ekbatan.distributed_jobs.scheduler import (
     traces_table_name,
 )
 from ekbatan.integrations.demo import shop
+from ekbatan.integrations.demo.metrics_check import metrics_available, runs_counted, served_at
 from ekbatan.integrations.demo.progress import Progress
 
 RECURRING = ("inventory-sync", "sales-report")
@@ -80,6 +81,8 @@ def _write_config(directory: Path, url: str, eventlog: str) -> Path:
                 "handling-poll-delay": "PT0.2S",
                 "handling": {"enabled": True},
             },
+            # each worker serves its metrics (on a free port) when prometheus-client is installed
+            "observability": {"metrics": metrics_available()},
             "sharding": {
                 "default-shard": {"group": 0, "member": 0},
                 "groups": [
@@ -131,6 +134,8 @@ class _Demo:
         #: framework tables that were there before the demo: only the demo's rows are removed
         self.existed: set[str] = set()
         self.history_before: list[dict[str, object]] = []
+        #: per surviving worker: its /metrics address, the send-invoice runs it counted, and logged
+        self.metrics: dict[str, tuple[str, int, int]] = {}
         self.exit_codes: dict[str, int] = {}
         self.worker_log_path = directory / "workers.log"
         self.worker_log = self.worker_log_path.open("wb")
@@ -140,6 +145,7 @@ class _Demo:
             self._prepare()
             self._start_workers()
             self._work()
+            self._read_metrics()
             self._stop_workers()
             return self._summary()
         finally:
@@ -220,6 +226,26 @@ class _Demo:
             f"all work done in {time.monotonic() - started:.1f}s"
             if done >= total
             else f"gave up after {DEADLINE_SECONDS:.0f}s"
+        )
+
+    def _read_metrics(self) -> None:
+        """Scrape each surviving worker's /metrics: its send-invoice runs against the demo's log."""
+        urls = {node: url for node, url in served_at(self._worker_lines()).items() if node != self.killed}
+        if not urls:
+            return
+        logged = Counter(node for _, node in self._counts()["one-time"])
+        deadline = time.monotonic() + 5  # a run's completion is counted just after its body logged it
+        for node, url in sorted(urls.items()):
+            counted = runs_counted(url, "send-invoice")
+            while counted < logged[node] and time.monotonic() < deadline:
+                time.sleep(0.1)
+                counted = runs_counted(url, "send-invoice")
+            self.metrics[node] = (url, counted, logged[node])
+        self.progress.say(
+            "metrics: "
+            + "; ".join(
+                f"{node} at {url} counted {n} send-invoice runs" for node, (url, n, _) in self.metrics.items()
+            )
         )
 
     def _kill_one(self) -> None:
@@ -332,6 +358,14 @@ class _Demo:
             (f"every event reached both handlers: {len(both)} of {self.orders}", len(both) == self.orders)
         )
         result.checks.append((f"nothing left picked: {len(picked)} picked row(s)", not picked))
+        if self.metrics:
+            result.checks.append(
+                (
+                    "each worker's /metrics counts the runs it logged: "
+                    + ", ".join(f"{node} {n} of {logged}" for node, (_, n, logged) in self.metrics.items()),
+                    all(n == logged for _, n, logged in self.metrics.values()),
+                )
+            )
         result.checks.append(
             (
                 f"the other workers stopped cleanly: {self.exit_codes}",

@@ -16,6 +16,7 @@ from ekbatan.distributed_jobs import StopSignals
 
 def main(config: str, node: str) -> int:
     from ekbatan.integrations.demo import shop
+    from ekbatan.integrations.metrics_exposition import serve_metrics
     from ekbatan.integrations.runtime import build_runtime
 
     os.environ[shop.NODE_VARIABLE] = node
@@ -30,7 +31,12 @@ def main(config: str, node: str) -> int:
         )
         shop.bind_one_time_tasks(runtime.database_registry.primary().engine)
         with runtime:
-            print(f"{node}: running (pid {os.getpid()})", flush=True)
+            served = ""
+            if runtime.metrics_registry is not None:
+                # any free port: three workers on one machine; the demo reads the address printed here
+                metrics = serve_metrics(runtime.metrics_registry, "127.0.0.1", 0)
+                served = f", metrics at {metrics.url}"
+            print(f"{node}: running (pid {os.getpid()}){served}", flush=True)
             stop.wait()
     return 0
 

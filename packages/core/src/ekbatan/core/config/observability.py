@@ -1,0 +1,69 @@
+"""``ekbatan.observability``: metrics and traces of the scheduler and the event pipeline.
+
+Everything is off until ``metrics`` or ``traces`` is true. Metrics are recorded in each process
+and served in Prometheus' text format (``prometheus`` — on by default once metrics are; needs
+``prometheus-client``) and, when the application installed an OpenTelemetry SDK meter provider,
+reported to it too. Spans need an OpenTelemetry SDK tracer provider the application installs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import ConfigDict, field_validator
+
+from ekbatan.core.config.durations import IsoDuration, format_iso_duration
+from ekbatan.core.config.key_folding import KeyFoldingModel
+
+#: how a run's span relates to the span of the ``schedule()`` call that made it
+SCHEDULE_CONTEXTS = ("link", "parent", "off")
+
+
+class ObservabilityConfig(KeyFoldingModel):
+    """``metrics``/``traces`` (default false); ``prometheus`` (default true); ``database-gauges``
+    (default true) read at most once per ``gauge-interval`` (default PT30S) per process;
+    ``semantic-conventions`` (default false) adds ``messaging.process.duration``;
+    ``schedule-context`` link | parent | off; ``metrics-port``/``metrics-host``: where
+    ``ekbatan worker`` serves ``/metrics`` (absent port: not served; host default 127.0.0.1)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metrics: bool = False
+    traces: bool = False
+    prometheus: bool = True
+    database_gauges: bool = True
+    gauge_interval: IsoDuration | None = None
+    semantic_conventions: bool = False
+    schedule_context: str = "link"
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+    @property
+    def enabled(self) -> bool:
+        return self.metrics or self.traces
+
+    @field_validator("gauge_interval")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"must be positive, got {format_iso_duration(value)}; write e.g. PT30S")
+        return value
+
+    @field_validator("schedule_context")
+    @classmethod
+    def _a_schedule_context(cls, value: str) -> str:
+        if value not in SCHEDULE_CONTEXTS:
+            raise ValueError(
+                f"unrecognized schedule context {value!r}; write link (a run's span links to the span that "
+                "scheduled it), parent (it is that span's child) or off"
+            )
+        return value
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _a_port(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= 65535:
+            raise ValueError(
+                f"must be a TCP port from 1 to 65535 (0: any free port), got {value}; write e.g. 9464"
+            )
+        return value
