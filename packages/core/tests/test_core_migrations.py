@@ -92,6 +92,10 @@ def table_names(engine, dialect, eventlog):
     }
 
 
+#: the eventlog's versions: its tables, the open-notifications index, the actions' trace context
+EVENTLOG_VERSIONS = [("eventlog", "1"), ("eventlog", "2"), ("eventlog", "3")]
+
+
 def history(engine):
     with engine.connect() as connection:
         return sorted(connection.execute(sa.text(f"SELECT component, version FROM {HISTORY_TABLE}")).all())
@@ -103,23 +107,31 @@ def test_migrate_two_shards_creates_everything_once(dialect, two_shards):
 
     assert [r.name for r in reports] == ["global/member-0", "mexico/member-0"]
     assert all(
-        r.applied == [("demo", "2"), ("demo", "10"), ("eventlog", "1"), ("eventlog", "2")] for r in reports
+        r.applied == [("demo", "2"), ("demo", "10"), ("eventlog", "1"), ("eventlog", "2"), ("eventlog", "3")]
+        for r in reports
     )
     for db, eventlog in two_shards:
         engine = db.engine()
         names = table_names(engine, dialect, eventlog)
         if dialect == "sqlite":
-            assert {f"{eventlog}_events", f"{eventlog}_event_notifications"} <= names
+            assert {
+                f"{eventlog}_events",
+                f"{eventlog}_event_notifications",
+                f"{eventlog}_action_traces",
+            } <= names
         else:
-            assert {f"{eventlog}.events", f"{eventlog}.event_notifications"} <= names
+            assert {
+                f"{eventlog}.events",
+                f"{eventlog}.event_notifications",
+                f"{eventlog}.action_traces",
+            } <= names
         assert {"demo_items", "demo_more", HISTORY_TABLE} <= names
-        assert history(engine) == [("demo", "10"), ("demo", "2"), ("eventlog", "1"), ("eventlog", "2")]
+        assert history(engine) == [("demo", "10"), ("demo", "2"), *EVENTLOG_VERSIONS]
 
     again = migrate(settings_for(two_shards), contributions=contributions)
-    assert all(r.applied == [] and len(r.already_applied) == 4 for r in again)
+    assert all(r.applied == [] and len(r.already_applied) == 5 for r in again)
     assert all(
-        history(db.engine()) == [("demo", "10"), ("demo", "2"), ("eventlog", "1"), ("eventlog", "2")]
-        for db, _ in two_shards
+        history(db.engine()) == [("demo", "10"), ("demo", "2"), *EVENTLOG_VERSIONS] for db, _ in two_shards
     )
 
 
@@ -231,7 +243,7 @@ def test_migrating_through_a_registry_uses_its_primaries(dialect, two_shards):
 
 def test_contributors_are_discovered_through_entry_points():
     found = load_contributions([EntryPoint("eventlog", CORE, "ekbatan.migrations")])
-    assert [(m.component, m.version) for m in found] == [("eventlog", "1"), ("eventlog", "2")]
+    assert [(m.component, m.version) for m in found] == EVENTLOG_VERSIONS
 
 
 def test_a_contributor_that_fails_to_load_is_named_before_any_database_is_touched():

@@ -56,7 +56,7 @@ def test_migrate_applies_the_framework_tables_once(app_db, config):
 
 def test_migrate_one_database_by_url(app_db):
     out = as_json("migrate", "--url", app_db.url, "--eventlog-schema", app_db.eventlog)
-    assert [len(s["applied"]) for s in out["shards"]] == [6]
+    assert [len(s["applied"]) for s in out["shards"]] == [7]
     engine = sa.create_engine(app_db.url)
     try:
         with engine.connect() as connection:

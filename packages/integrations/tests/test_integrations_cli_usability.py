@@ -374,6 +374,7 @@ def test_migrate_re_creates_a_dropped_eventlog_and_its_later_index(tmp_path):
     assert [(m["component"], m["version"]) for m in out["shards"][0]["reapplied"]] == [
         ("eventlog", "1"),
         ("eventlog", "2"),
+        ("eventlog", "3"),
     ]
     assert query(url, "SELECT COUNT(*) FROM eventlog_event_notifications") == [(0,)]
 

@@ -79,6 +79,7 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
         assert set(rows) == {
             "eventlog 1",
             "eventlog 2",
+            "eventlog 3",
             "scheduled_tasks 0001",
             "scheduled_tasks 0002",
             "scheduled_tasks 0003",

@@ -5,6 +5,7 @@ refused naming itself and what to write."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -70,6 +71,7 @@ def test_an_empty_section_means_its_defaults():
             "child",
             "write link (a run's span links to the span that scheduled it), parent",
         ),
+        ("action-context", "child", "write link (a handler call's span links to the span of the action"),
         ("metrics-port", 70000, "must be a TCP port from 1 to 65535 (0: any free port), got 70000"),
         ("gauge-interval", "PT0S", "must be positive, got PT0S; write e.g. PT30S"),
         ("gauge-interval", "thirty seconds", "PT"),
@@ -258,3 +260,15 @@ def test_the_annotated_application_yml_of_the_configuration_page_loads():
         False,
         "link",
     )
+
+
+def test_traces_on_build_an_executor_that_traces_its_actions(tmp_path, caplog):
+    # no SDK tracer provider is installed in the test process: the executor says so and builds
+    # nothing, which shows it was asked to trace (an SDK's provider is what the docs examples use)
+    config = sample_config(tmp_path, traces=True)
+    with caplog.at_level(logging.INFO, logger="ekbatan.core.outbox.tracing"):
+        runtime = build_runtime(config, ["integrations_sample"], container=AppContainer())
+        runtime.stop()
+    said = [r.getMessage() for r in caplog.records if r.name == "ekbatan.core.outbox.tracing"]
+    assert said and "no OpenTelemetry SDK tracer provider is installed, so actions make no spans" in said[0]
+    assert runtime.metrics_registry is None, "traces alone serve no metrics"

@@ -100,4 +100,6 @@ def pipeline_telemetry(
 ) -> EventPipelineTelemetry | None:
     """The event pipeline jobs' telemetry from ``ekbatan.observability`` (None: off)."""
     options = telemetry_options(observability, metrics_registry)
-    return None if options is None else EventPipelineTelemetry(**options)
+    if options is None:
+        return None
+    return EventPipelineTelemetry(**options, action_context=observability.action_context)

@@ -266,7 +266,14 @@ def build_runtime(
     registry = DatabaseRegistry.from_config(settings) if given_registry is None else given_registry
     jobs_pool = None
     try:
-        executor = ActionExecutor(registry, namespace=settings.namespace, clock=clock, codec=codec)
+        executor = ActionExecutor(
+            registry,
+            namespace=settings.namespace,
+            clock=clock,
+            codec=codec,
+            # a span per action, its context kept for the handlers' spans (ekbatan.observability.traces)
+            tracing=settings.observability.traces,
+        )
         sources: list[Mapping[str, Offer]] = [
             offers_of_container(container),
             ekbatan_offers(settings, registry, executor, clock, codec),

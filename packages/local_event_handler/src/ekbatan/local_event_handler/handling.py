@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from ekbatan.core.outbox import EventCodec, default_codec, notifications_channel, utc_now
 from ekbatan.core.persistence import TransactionManager
 from ekbatan.local_event_handler import handling_sql as sql
+from ekbatan.local_event_handler.action_traces import ActionTraces
 from ekbatan.local_event_handler.backoff import backoff_delay
 from ekbatan.local_event_handler.connections import pipeline_connection
 from ekbatan.local_event_handler.dispatch import HandlerDispatcher, Invocation
@@ -140,6 +141,8 @@ class EventHandlingJob(PipelineJob):
             max_threads=self._batch_size * shards, timeout=handler_timeout, name=f"{self._name}-handler"
         )
         self._telemetry: HandlingTelemetry | None = None
+        #: the actions' trace contexts: read for handler spans, pruned past the retention window
+        self._action_traces = ActionTraces()
         if self._telemetry_settings is not None:
             from ekbatan.local_event_handler._telemetry.wiring import handling_telemetry
 
@@ -168,6 +171,7 @@ class EventHandlingJob(PipelineJob):
         now = utc_now(self._clock)
         with pipeline_connection(manager.primary, writes=False) as connection:
             rows = connection.execute(sql.due_notifications(t, manager.dialect, now, self._batch_size)).all()
+        self._prune_action_traces(manager, t, now)
         if not rows:
             return 0
         expired_unhandled: list[sa.Row[Any]] = []
@@ -177,7 +181,7 @@ class EventHandlingJob(PipelineJob):
         # the wall clock and the monotonic clock read together: a call's start (monotonic) in
         # wall-clock time, for the delivery lag
         dispatched = (utc_now(self._clock), time.monotonic()) if self._telemetry is not None else None
-        invocations = self._invoke(to_call)
+        invocations = self._invoke(to_call, self._action_contexts(manager, t, to_call))
         post = utc_now(self._clock)
         buckets = _Buckets()
         for row in expired_unhandled:
@@ -221,13 +225,33 @@ class EventHandlingJob(PipelineJob):
             if row.attempts == 0:
                 metrics.lag(row.handler_name, row.event_date, wall + timedelta(seconds=started - monotonic))
 
-    def _invoke(self, rows: Sequence[sa.Row[Any]]) -> list[Invocation]:
+    def _action_contexts(
+        self, manager: TransactionManager, t: Any, rows: Sequence[sa.Row[Any]]
+    ) -> dict[Any, dict[str, str]]:
+        """The trace context of the actions that recorded ``rows``' events, when the handler
+        spans use them (one read per round)."""
+        tracing = None if self._telemetry is None else self._telemetry.tracing
+        if tracing is None or not tracing.uses_action_context:
+            return {}
+        try:
+            return self._action_traces.contexts(manager, t, {row.action_id for row in rows})
+        except sa.exc.SQLAlchemyError as error:  # a span without its link, never a lost round
+            log.warning("reading the actions' trace context failed: %s: %s", type(error).__name__, error)
+            return {}
+
+    def _prune_action_traces(self, manager: TransactionManager, t: Any, now: datetime) -> None:
+        try:
+            self._action_traces.prune(manager, t, now - self._retention_window)
+        except sa.exc.SQLAlchemyError as error:
+            log.warning("pruning the actions' trace context failed: %s: %s", type(error).__name__, error)
+
+    def _invoke(self, rows: Sequence[sa.Row[Any]], contexts: dict[Any, dict[str, str]]) -> list[Invocation]:
         """Every row's outcome, in order; rows that cannot be called fail without a call."""
         outcomes: list[Invocation | None] = []
         calls: list[tuple[Any, Any]] = []
         for row in rows:
             try:
-                calls.append(self._call_for(row))
+                calls.append(self._call_for(row, contexts.get(row.action_id)))
                 outcomes.append(None)
             except Exception as error:
                 outcomes.append(Invocation(error))
@@ -245,7 +269,9 @@ class EventHandlingJob(PipelineJob):
                 )
         return results
 
-    def _call_for(self, row: sa.Row[Any]) -> tuple[Any, EventEnvelope[Any]]:
+    def _call_for(
+        self, row: sa.Row[Any], action_context: dict[str, str] | None
+    ) -> tuple[Any, EventEnvelope[Any]]:
         handler = self._handlers.handler_for(row.handler_name)
         if handler is None:
             raise LookupError(
@@ -268,7 +294,7 @@ class EventHandlingJob(PipelineJob):
         )
         handle: Callable[[Any], Any] = handler.handle
         if self._telemetry is not None and self._telemetry.tracing is not None:
-            handle = self._telemetry.tracing.wrap(handle, row)
+            handle = self._telemetry.tracing.wrap(handle, row, action_context)
         return handle, envelope
 
     def _record(self, manager: TransactionManager, t: Any, buckets: _Buckets, post: datetime) -> None:

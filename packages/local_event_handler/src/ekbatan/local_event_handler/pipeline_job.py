@@ -88,6 +88,7 @@ class PipelineJobBuilder:
         database_gauges: bool = True,
         gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL,
         prometheus_registry: Any = None,
+        action_context: str = "link",
     ) -> Self:
         """OpenTelemetry metrics and traces of this job (needs ``opentelemetry-api``; off by
         default, and then nothing of it is built or imported). The providers default to
@@ -99,7 +100,10 @@ class PipelineJobBuilder:
         ``prometheus_registry`` (a ``prometheus_client`` ``CollectorRegistry``): the job's
         metrics are served from it too, read from the process's own counts at each scrape, no
         SDK needed (built even when none is installed; the job's collector stays registered for
-        the life of the process). See docs/observability-events.md."""
+        the life of the process). ``action_context``: a handler call's span links to the span of
+        the action that recorded its event (``"link"``; ``ActionExecutor(tracing=True)`` keeps
+        it), is its child (``"parent"``), or neither (``"off"``). See
+        docs/observability-events.md."""
         if not enabled:
             self._telemetry = None
             return self
@@ -112,6 +116,7 @@ class PipelineJobBuilder:
                 meter_provider=meter_provider,
                 tracer_provider=tracer_provider,
                 prometheus_registry=prometheus_registry,
+                action_context=action_context,
             )
         )
 

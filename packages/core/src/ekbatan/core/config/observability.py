@@ -9,13 +9,15 @@ reported to it too. Spans need an OpenTelemetry SDK tracer provider the applicat
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pydantic import ConfigDict, field_validator
 
 from ekbatan.core.config.durations import IsoDuration, format_iso_duration
 from ekbatan.core.config.key_folding import KeyFoldingModel
 
-#: how a run's span relates to the span of the ``schedule()`` call that made it
+#: how a consumer's span (a run, a handler call) relates to its producer's (the ``schedule()``
+#: call, the action that recorded the event)
 SCHEDULE_CONTEXTS = ("link", "parent", "off")
 
 
@@ -23,7 +25,8 @@ class ObservabilityConfig(KeyFoldingModel):
     """``metrics``/``traces`` (default false); ``prometheus`` (default true); ``database-gauges``
     (default true) read at most once per ``gauge-interval`` (default PT30S) per process;
     ``semantic-conventions`` (default false) adds ``messaging.process.duration``;
-    ``schedule-context`` link | parent | off; ``metrics-port``/``metrics-host``: where
+    ``schedule-context`` and ``action-context`` link | parent | off (a run's span and its
+    ``schedule()`` call's; a handler call's span and its action's); ``metrics-port``/``metrics-host``: where
     ``ekbatan worker`` serves ``/metrics`` (absent port: not served; host default 127.0.0.1)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -35,6 +38,7 @@ class ObservabilityConfig(KeyFoldingModel):
     gauge_interval: IsoDuration | None = None
     semantic_conventions: bool = False
     schedule_context: str = "link"
+    action_context: str = "link"
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
 
@@ -49,13 +53,18 @@ class ObservabilityConfig(KeyFoldingModel):
             raise ValueError(f"must be positive, got {format_iso_duration(value)}; write e.g. PT30S")
         return value
 
-    @field_validator("schedule_context")
+    @field_validator("schedule_context", "action_context")
     @classmethod
-    def _a_schedule_context(cls, value: str) -> str:
+    def _a_context(cls, value: str, info: Any) -> str:
         if value not in SCHEDULE_CONTEXTS:
+            consumer, producer = (
+                ("a run's span", "the span that scheduled it")
+                if info.field_name == "schedule_context"
+                else ("a handler call's span", "the span of the action that recorded its event")
+            )
             raise ValueError(
-                f"unrecognized schedule context {value!r}; write link (a run's span links to the span that "
-                "scheduled it), parent (it is that span's child) or off"
+                f"unrecognized context {value!r}; write link ({consumer} links to {producer}), parent (it is "
+                "that span's child) or off"
             )
         return value
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ekbatan.core.migrations.contributions import Migration
 from ekbatan.core.migrations.eventlog_ddl import (
     DEFAULT_EVENTLOG_SCHEMA,
+    eventlog_action_traces,
     eventlog_open_notifications_index,
     eventlog_statements,
 )
@@ -16,6 +17,10 @@ def _eventlog_v1(dialect: str, *, eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA
 
 def _eventlog_v2(dialect: str, *, eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list[str]:
     return eventlog_open_notifications_index(dialect, eventlog_schema)
+
+
+def _eventlog_v3(dialect: str, *, eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list[str]:
+    return eventlog_action_traces(dialect, eventlog_schema)
 
 
 def migrations() -> list[Migration]:
@@ -32,5 +37,11 @@ def migrations() -> list[Migration]:
             "2",
             "index of open notifications by state and due time (MariaDB, MySQL)",
             _eventlog_v2,
+        ),
+        Migration(
+            "eventlog",
+            "3",
+            "trace context of actions run under a span (action_traces)",
+            _eventlog_v3,
         ),
     ]

@@ -67,6 +67,41 @@ def eventlog_open_notifications_index(
     return []
 
 
+def eventlog_action_traces(dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list[str]:
+    """``action_traces``: the W3C trace context of each action run under a span (with tracing on),
+    kept beside ``events`` rather than in it, so that ``events`` stays as every reader of it
+    knows it. The event handlers' spans link to it; rows older than the notifications'
+    retention window are pruned by the fan-out job."""
+    validate_sql_identifier(schema, "eventlog schema")
+    dialect = DialectName(dialect)
+    if dialect is DialectName.SQLITE:
+        table, index, uuid, time = (
+            f"{schema}_action_traces",
+            f"{schema}_action_traces_recorded",
+            "CHAR(36)",
+            "DATETIME",
+        )
+    else:
+        table, index, time = f"{schema}.action_traces", "action_traces_recorded", "DATETIME(6)"
+        uuid = {
+            DialectName.POSTGRESQL: "UUID",
+            DialectName.MARIADB: "UUID",
+            DialectName.MYSQL: "CHAR(36) CHARACTER SET ascii",
+        }[dialect]
+        if dialect is DialectName.POSTGRESQL:
+            time = "TIMESTAMP"
+    inline_index = f",\n  INDEX {index} (recorded)" if dialect is DialectName.MYSQL else ""
+    create = f"""CREATE TABLE IF NOT EXISTS {table} (
+  action_id {uuid} NOT NULL PRIMARY KEY,
+  traceparent VARCHAR(55) NOT NULL,
+  tracestate VARCHAR(512),
+  recorded {time} NOT NULL{inline_index}
+)"""
+    if dialect is DialectName.MYSQL:
+        return [create]  # no CREATE INDEX IF NOT EXISTS there: declared in the table
+    return [create, f"CREATE INDEX IF NOT EXISTS {index} ON {table} (recorded)"]
+
+
 def _postgresql(s: str) -> list[str]:
     return [
         f"CREATE SCHEMA IF NOT EXISTS {s}",

@@ -23,6 +23,8 @@ class EventlogTables:
     metadata: sa.MetaData
     events: sa.Table
     event_notifications: sa.Table
+    #: the trace context of actions run under a span (eventlog migration 3)
+    action_traces: sa.Table
 
 
 def eventlog_tables(dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> EventlogTables:
@@ -35,13 +37,19 @@ def eventlog_tables(dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_S
     dialect = DialectName(dialect)
     metadata = sa.MetaData()
     if dialect is DialectName.SQLITE:
-        table_schema, events_name, notifications_name = (
+        table_schema, events_name, notifications_name, traces_name = (
             None,
             f"{schema}_events",
             f"{schema}_event_notifications",
+            f"{schema}_action_traces",
         )
     else:
-        table_schema, events_name, notifications_name = schema, "events", "event_notifications"
+        table_schema, events_name, notifications_name, traces_name = (
+            schema,
+            "events",
+            "event_notifications",
+            "action_traces",
+        )
     uuid_type, json_type = _types(dialect)
 
     def shared_columns() -> list[sa.Column[Any]]:
@@ -85,7 +93,16 @@ def eventlog_tables(dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_S
         sa.UniqueConstraint("event_id", "handler_name"),
         schema=table_schema,
     )
-    return EventlogTables(metadata, events, event_notifications)
+    action_traces = sa.Table(
+        traces_name,
+        metadata,
+        sa.Column("action_id", uuid_type, primary_key=True),
+        sa.Column("traceparent", sa.String(55), nullable=False),
+        sa.Column("tracestate", sa.String(512), nullable=True),
+        sa.Column("recorded", UtcDateTime(), nullable=False),
+        schema=table_schema,
+    )
+    return EventlogTables(metadata, events, event_notifications, action_traces)
 
 
 def _types(dialect: DialectName) -> tuple[sa.types.TypeEngine[Any], sa.types.TypeEngine[Any]]:

@@ -36,6 +36,7 @@ from ekbatan.core.outbox.namespaces import validate_namespace
 from ekbatan.core.outbox.plan import ActionPlan, PlannedEvent, ShardWork, bind_plan
 from ekbatan.core.outbox.recording import RecordedAction, write_action_rows
 from ekbatan.core.outbox.routing import instance_identity
+from ekbatan.core.outbox.tracing import SCOPE, ActionTracing, sdk_tracer_provider
 from ekbatan.core.outbox.transactions import ShardTransactions
 from ekbatan.core.sharding.registry import DatabaseRegistry
 from ekbatan.core.sharding.shard_identifier import ShardIdentifier
@@ -69,7 +70,10 @@ class ActionExecutor:
     is any object with ``now()`` returning an aware datetime (UTC wall clock by default).
     ``codec`` encodes params and events (the process-wide one by default). ``actions`` are
     instances that ``execute(SomeAction, ...)`` may name by class; an instance can always be
-    passed directly.
+    passed directly. ``tracing`` runs each action in a span (``action <Name>``) whose context is
+    kept with its events, so that the spans of their handlers link to it (``opentelemetry-api``;
+    ``tracer_provider`` defaults to OpenTelemetry's global one, a no-op — and then nothing is
+    built — until the application installs an SDK's).
     """
 
     def __init__(
@@ -80,8 +84,15 @@ class ActionExecutor:
         clock: Clock | None = None,
         codec: EventCodec | None = None,
         actions: Iterable[Action[Any, Any]] = (),
+        tracing: bool = False,
+        tracer_provider: Any = None,
     ) -> None:
         self._registry = database_registry
+        self._tracing: ActionTracing | None = None
+        if tracing:
+            provider = sdk_tracer_provider(tracer_provider)
+            if provider is not None:
+                self._tracing = ActionTracing(provider.get_tracer(SCOPE))
         self._namespace = validate_namespace(namespace)
         self._clock = UtcClock() if clock is None else clock
         self._codec = default_codec if codec is None else codec
@@ -151,8 +162,24 @@ class ActionExecutor:
         """As :meth:`execute`, also returning the action id, dates and the rows written per shard."""
         instance = self._resolve(action)
         name = type(instance).__name__
-        params_json = self._codec.encode_params(params, action_name=name)
         action_id = uuid.uuid4()
+        if self._tracing is None:
+            return self._run(instance, name, action_id, params, principal, allow_cross_shard)
+        with self._tracing.span(name, action_id, self._namespace):
+            return self._run(instance, name, action_id, params, principal, allow_cross_shard)
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _run(
+        self,
+        instance: Action[P, R],
+        name: str,
+        action_id: uuid.UUID,
+        params: P,
+        principal: Any,
+        allow_cross_shard: bool,
+    ) -> ActionOutcome[R]:
+        params_json = self._codec.encode_params(params, action_name=name)
         started = utc_now(self._clock)
         began = time.perf_counter()
         transactions = ShardTransactions(self._registry)
@@ -197,8 +224,6 @@ class ActionExecutor:
             (time.perf_counter() - began) * 1000,
         )
         return ActionOutcome(result, action_id, name, started, completion, records)
-
-    # --- internals ----------------------------------------------------------------------------
 
     def _resolve(self, action: Action[P, R] | type[Action[P, R]]) -> Action[P, R]:
         if isinstance(action, Action):
@@ -262,7 +287,7 @@ class ActionExecutor:
         session.flush()
         events = [identified.get(id(p)) or _filled(p) for p in ordered]
         manager = self._registry.transaction_manager(work.shard)
-        return write_action_rows(
+        recorded = write_action_rows(
             session.connection(),
             events,
             namespace=self._namespace,
@@ -275,6 +300,17 @@ class ActionExecutor:
             codec=self._codec,
             dialect=manager.dialect,
         )
+        carrier = None if self._tracing is None or recorded.sentinel else self._tracing.carrier()
+        if carrier is not None and self._tracing is not None:
+            self._tracing.keep(
+                session.connection(),
+                dialect=manager.dialect,
+                schema=manager.eventlog_schema,
+                action_id=action_id,
+                carrier=carrier,
+                recorded=completion,
+            )
+        return recorded
 
     def __repr__(self) -> str:
         return f"<ActionExecutor namespace={self._namespace!r} {self._registry!r}>"

@@ -10,6 +10,8 @@ from ekbatan.distributed_jobs.scheduler import require_opentelemetry_api, teleme
 
 #: the instrumentation scope the pipeline's meter and tracer are named after
 SCOPE = "ekbatan.local_event_handler"
+#: how a handler call's span relates to the span of the action that recorded its event
+ACTION_CONTEXTS = ("link", "parent", "off")
 #: how often, at most, the gauges read from the notifications table are read again, per process
 DEFAULT_GAUGE_INTERVAL = timedelta(seconds=30)
 
@@ -35,6 +37,8 @@ class EventPipelineTelemetry:
     gauge_interval: timedelta = DEFAULT_GAUGE_INTERVAL
     meter_provider: Any = None
     tracer_provider: Any = None
+    #: a handler call's span and the span of the action that recorded its event: "link", "parent", "off"
+    action_context: str = "link"
     prometheus_registry: Any = None
 
     def __post_init__(self) -> None:
@@ -43,6 +47,11 @@ class EventPipelineTelemetry:
         if self.gauge_interval <= timedelta(0):
             raise ValueError(
                 f"gauge_interval must be positive, got {self.gauge_interval}; write e.g. timedelta(seconds=30)"
+            )
+        if self.action_context not in ACTION_CONTEXTS:
+            raise ValueError(
+                f"action_context must be one of {', '.join(ACTION_CONTEXTS)}, got {self.action_context!r}: "
+                "link (a handler call's span links to the action's), parent (is its child) or off"
             )
         require_api()
 

@@ -15,18 +15,30 @@ from typing import Any
 
 
 class HandlerTracing:
-    def __init__(self, tracer: Any) -> None:
-        from opentelemetry.trace import SpanKind, Status, StatusCode
+    """``action_context``: how a call's span relates to the span of the action that recorded its
+    event, when that action kept one — ``"link"`` (a span link), ``"parent"`` (its child, in the
+    action's trace) or ``"off"`` (neither, and nothing is read)."""
+
+    def __init__(self, tracer: Any, action_context: str = "link") -> None:
+        from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
         self.tracer = tracer
+        self.action_context = action_context
+        self._link = Link
         self._kind = SpanKind.CONSUMER
         self._error = Status(StatusCode.ERROR)
         #: handler name → (span name, the attributes every call of it has)
         self._fixed: dict[str, tuple[str, dict[str, Any]]] = {}
 
-    def wrap(self, handle: Callable[[Any], Any], row: Any) -> Callable[[Any], Any]:
+    @property
+    def uses_action_context(self) -> bool:
+        return self.action_context != "off"
+
+    def wrap(
+        self, handle: Callable[[Any], Any], row: Any, action_context: dict[str, str] | None = None
+    ) -> Callable[[Any], Any]:
         """``handle`` inside a span of its own; an ``async def`` stays one (the dispatcher runs
-        it on its event loop)."""
+        it on its event loop). ``action_context``: the kept ``traceparent`` of the action."""
         fixed = self._fixed.get(row.handler_name)
         if fixed is None:
             fixed = self._fixed[row.handler_name] = (
@@ -40,13 +52,16 @@ class HandlerTracing:
                 },
             )
         name, common = fixed
+        links, parent = self._related(action_context)
         attributes = {
             **common,
             "messaging.message.id": str(row.event_id),
             "ekbatan.event_type": row.event_type,
             "ekbatan.attempt": row.attempts + 1,
         }
-        span = self._span
+
+        def span(name: str, attributes: dict[str, Any]) -> Any:
+            return self._span(name, attributes, links, parent)
 
         if inspect.iscoroutinefunction(handle):
 
@@ -74,11 +89,28 @@ class HandlerTracing:
 
         return traced
 
-    def _span(self, name: str, attributes: dict[str, Any]) -> Any:
+    def _related(self, carrier: dict[str, str] | None) -> tuple[list[Any] | None, Any]:
+        """(links, parent context) of a call from its action's kept context."""
+        if carrier is None or not self.uses_action_context:
+            return None, None
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        context = TraceContextTextMapPropagator().extract(carrier)
+        span_context = trace.get_current_span(context).get_span_context()
+        if not span_context.is_valid:
+            return None, None
+        if self.action_context == "parent":
+            return None, context
+        return [self._link(span_context)], None
+
+    def _span(self, name: str, attributes: dict[str, Any], links: list[Any] | None, parent: Any) -> Any:
         # the exception is recorded by hand: the result attribute is set either way
         return self.tracer.start_as_current_span(
             name,
+            context=parent,
             kind=self._kind,
+            links=links,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,

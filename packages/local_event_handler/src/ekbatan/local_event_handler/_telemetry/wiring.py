@@ -71,7 +71,8 @@ def handling_telemetry(
         if registry is not None:
             read_gauges = None if gauges is None else gauges.reading
             registry.register(LocalCollector(histograms=metrics.histograms, gauges=read_gauges))
-    telemetry = HandlingTelemetry(metrics, None if tracer is None else HandlerTracing(tracer), gauges)
+    tracing = None if tracer is None else HandlerTracing(tracer, settings.action_context)
+    telemetry = HandlingTelemetry(metrics, tracing, gauges)
     if telemetry.metrics is None and telemetry.tracing is None:
         return None
     return telemetry

@@ -1,0 +1,137 @@
+"""A span per action, and its W3C trace context kept with the action's events.
+
+With tracing on (``ActionExecutor(tracing=True)``; needs ``opentelemetry-api``, the ``otel``
+extra, and an SDK tracer provider the application installs), each ``execute`` runs inside a span
+named ``action <ActionName>``. When the action records events, its span's ``traceparent`` is
+written to ``action_traces`` (eventlog migration 3) in the action's own transaction, one row per
+shard it wrote, so that the spans of the handlers those events reach — in another process,
+minutes later — link to it. ``events`` and ``event_notifications`` are not changed.
+
+Tracing never fails an action: a shard whose ``action_traces`` table is missing (the eventlog
+migration 3 not applied yet) is written nothing, and one warning says what to run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ekbatan.core.migrations.eventlog_metadata import eventlog_tables
+from ekbatan.core.persistence.dialect_names import DialectName
+
+log = logging.getLogger("ekbatan.core.outbox.tracing")
+
+#: the instrumentation scope of the action spans
+SCOPE = "ekbatan.core"
+
+
+def sdk_tracer_provider(given: Any) -> Any | None:
+    """``given``, else OpenTelemetry's global tracer provider; None when that is the API's own
+    no-op (an SDK's provider lives outside the API's package), said in one INFO line."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        raise ImportError(
+            "ActionExecutor(tracing=True) needs opentelemetry-api: pip install 'ekbatan-core[otel]'"
+        ) from None
+    provider = given or trace.get_tracer_provider()
+    if type(provider).__module__.startswith(trace.__name__):
+        log.info(
+            "tracing: no OpenTelemetry SDK tracer provider is installed, so actions make no spans; "
+            "install one (set_tracer_provider) before building the ActionExecutor, or pass it"
+        )
+        return None
+    return provider
+
+
+class ActionTracing:
+    """Makes the action spans and writes their context to each shard's ``action_traces``."""
+
+    def __init__(self, tracer: Any) -> None:
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        self.tracer = tracer
+        self._kind = SpanKind.INTERNAL
+        self._error = Status(StatusCode.ERROR)
+        self._propagator = TraceContextTextMapPropagator()
+        self._lock = threading.Lock()
+        #: (dialect, schema) → whether its action_traces table exists (read once)
+        self._tables: dict[tuple[DialectName, str], bool] = {}
+
+    @contextmanager
+    def span(self, action_name: str, action_id: uuid.UUID, namespace: str) -> Iterator[Any]:
+        attributes = {
+            "ekbatan.action": action_name,
+            "ekbatan.action_id": str(action_id),
+            "ekbatan.namespace": namespace,
+        }
+        with self.tracer.start_as_current_span(
+            f"action {action_name}",
+            kind=self._kind,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except BaseException as error:
+                span.record_exception(error)
+                span.set_status(self._error)
+                raise
+
+    def carrier(self) -> dict[str, str] | None:
+        """The current span's ``traceparent`` (and ``tracestate``), or None outside a valid span."""
+        carrier: dict[str, str] = {}
+        self._propagator.inject(carrier)
+        return carrier if "traceparent" in carrier else None
+
+    def keep(
+        self,
+        connection: sa.Connection,
+        *,
+        dialect: DialectName,
+        schema: str,
+        action_id: uuid.UUID,
+        carrier: dict[str, str],
+        recorded: datetime,
+    ) -> None:
+        """Write the context of ``action_id`` in the action's transaction (nothing when the
+        table is missing)."""
+        if not self._table_exists(connection, dialect, schema):
+            return
+        table = eventlog_tables(dialect, schema).action_traces
+        connection.execute(
+            table.insert().values(
+                action_id=action_id,
+                traceparent=carrier["traceparent"],
+                tracestate=carrier.get("tracestate") or None,
+                recorded=recorded,
+            )
+        )
+
+    def _table_exists(self, connection: sa.Connection, dialect: DialectName, schema: str) -> bool:
+        key = (dialect, schema)
+        with self._lock:
+            known = self._tables.get(key)
+        if known is not None:
+            return known
+        table = eventlog_tables(dialect, schema).action_traces
+        exists = sa.inspect(connection).has_table(table.name, schema=table.schema)
+        if not exists:
+            log.warning(
+                "tracing: %s has no %s table, so its handlers' spans cannot link to the actions; run "
+                "'ekbatan migrate' (eventlog 3)",
+                schema,
+                table.name,
+            )
+        with self._lock:
+            self._tables[key] = exists
+        return exists
