@@ -1,4 +1,4 @@
-"""A load held: 100,000 executions due at once on 4 real scheduler processes
+"""A load held: 50,000 executions due at once on 4 real scheduler processes
 (``scheduler_fault_node.py``), each run exactly once, and no process's memory growing with the
 executions it ran.
 """
@@ -31,7 +31,7 @@ def engine(database: IsolatedDatabase) -> Iterator[sa.Engine]:
     yield from faults.fault_engine(database)
 
 
-LOAD_TASKS = 100_000
+LOAD_TASKS = 50_000
 LOAD_WORKERS = 4
 RSS_SAMPLE_S = 0.25
 #: the last third of the run may peak above the first third by this much: allocator noise and

@@ -132,11 +132,12 @@ def test_enable_priority_on_a_table_without_it_is_refused_with_the_ddl(database,
             conn.exec_driver_sql(statement)
     ran: list[str] = []
     ordered = Tasks.one_time("o").execute(lambda i, c: ran.append(i.id))
-    with Scheduler.create(engine, ordered).enable_priority().threads(1).build() as prioritized:
-        prioritized.pause()
-        prioritized.schedule(ordered.instance("low", priority=1), AT)
-        prioritized.schedule(ordered.instance("high", priority=9), AT + timedelta(seconds=1))
-        prioritized.resume()
+    # both scheduled before the scheduler starts: a poll already under way when pause() is
+    # called could otherwise find "low" alone
+    client = SchedulerClient(engine, [ordered], priority_enabled=True)
+    client.schedule(ordered.instance("low", priority=1), AT)
+    client.schedule(ordered.instance("high", priority=9), AT + timedelta(seconds=1))
+    with Scheduler.create(engine, ordered).enable_priority().threads(1).build():
         wait_until(lambda: len(ran) == 2, timeout=30, message="both executions ran")
     assert ran == ["high", "low"]
 
