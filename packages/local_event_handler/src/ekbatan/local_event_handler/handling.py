@@ -170,7 +170,8 @@ class EventHandlingJob(PipelineJob):
         t = sql.tables(manager.dialect, manager.eventlog_schema)
         now = utc_now(self._clock)
         with pipeline_connection(manager.primary, writes=False) as connection:
-            rows = connection.execute(sql.due_notifications(t, manager.dialect, now, self._batch_size)).all()
+            reads = sql.due_notifications(t, manager.dialect, now, self._batch_size)
+            rows = sql.merge_due([connection.execute(read).all() for read in reads], self._batch_size)
         self._prune_action_traces(manager, t, now)
         if not rows:
             return 0
