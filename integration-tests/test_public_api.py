@@ -31,6 +31,7 @@ PACKAGES = [
     "ekbatan.local_event_handler",
     "ekbatan.integrations",
     "ekbatan.integrations.cli",
+    "ekbatan.integrations.operator",
     "ekbatan.integrations.demo",
 ]
 

@@ -15,6 +15,7 @@ from ekbatan.integrations.cli import (  # noqa: F401
     history_command,
     migrate_command,
     tasks_command,
+    ui_command,
     worker_command,
 )
 from ekbatan.integrations.cli.app import Invocation, ekbatan_command, main

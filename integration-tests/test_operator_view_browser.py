@@ -1,0 +1,152 @@
+"""The operator view in a real browser: ``ekbatan ui`` served by uvicorn against real PostgreSQL
+and MariaDB, driven by Debian's Chromium (headless, through Playwright): the overview, a filter,
+paging, an execution's page, and a hostile task name shown as text and never run. Screenshots
+are left in build/screenshots/ for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance
+from testsupport import IsolatedDatabase, wait_until
+from testsupport.browser import SCREENSHOTS, headless_chromium
+
+pytestmark = pytest.mark.slow
+
+HOSTILE_TASK = "<script>window.ran = 1</script>"
+HOSTILE_INSTANCE = "<img src=x onerror=alert(1)>"
+DUE, LATER = 60, 5
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def write_config(directory: Path, url: str) -> Path:
+    member = {"member": 0, "configs": {"primary-config": {"url": url}, "jobs-config": {"url": url}}}
+    document = {
+        "ekbatan": {
+            "sharding": {
+                "default-shard": {"group": 0, "member": 0},
+                "groups": [{"group": 0, "name": "global", "members": [member]}],
+            }
+        }
+    }
+    path = directory / "application.yml"
+    path.write_text(yaml.safe_dump(document), "utf-8")
+    return path
+
+
+@pytest.mark.dialects("postgres", "mariadb")
+def test_an_operator_reads_the_scheduler_in_a_browser(
+    dialect: str, database: IsolatedDatabase, tmp_path: Path
+):
+    config = write_config(tmp_path, database.url)
+    cli = [sys.executable, "-m", "ekbatan.integrations.cli"]
+    migrated = subprocess.run(
+        [*cli, "migrate", "--config", str(config)], capture_output=True, text=True, timeout=120
+    )
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    engine = sa.create_engine(database.url, poolclass=sa.NullPool)
+    now = datetime.now(UTC)
+    client = SchedulerClient(engine)
+    client.schedule_batch(
+        [TaskInstance("send-report", f"r-{i:03d}") for i in range(DUE)],
+        execution_time=now - timedelta(minutes=1),
+    )
+    for i in range(LATER):
+        client.schedule(TaskInstance("send-report", f"later-{i}"), now + timedelta(hours=1))
+    client.schedule(TaskInstance(HOSTILE_TASK, HOSTILE_INSTANCE), now + timedelta(hours=2))
+    engine.dispose()
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EKBATAN_UI_")}
+    server = subprocess.Popen(
+        [*cli, "ui", "--config", str(config), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    shots = SCREENSHOTS / dialect
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+
+        def answering() -> bool:
+            assert server.poll() is None, server.communicate()
+            try:
+                return httpx.get(f"{base}/", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(answering, timeout=30, interval=0.1, message="ekbatan ui answering")
+        with headless_chromium() as browser:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            dialogs: list[str] = []
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.goto(f"{base}/")
+
+            # the overview: one row per task, the counts read from the table
+            report = page.locator('tr[data-task="send-report"]')
+            assert report.locator('[data-state="scheduled"]').inner_text().strip() == str(DUE + LATER)
+            assert report.locator('[data-state="due"]').inner_text().strip() == str(DUE)
+            # the hostile name is text on the page, and nothing of it ran
+            assert page.get_by_text(HOSTILE_TASK, exact=True).count() == 1
+            assert page.evaluate("window.ran") is None and dialogs == []
+            page.screenshot(path=str(shots / "overview.png"), full_page=True)
+
+            # the due count links to the due executions of that task, 50 to a page
+            report.locator('[data-state="due"] a').click()
+            page.wait_for_load_state()
+            rows = page.locator("tr.execution")
+            assert rows.count() == 50
+            first_page = rows.locator("td.instance").all_inner_texts()
+            page.screenshot(path=str(shots / "executions.png"), full_page=True)
+            page.locator("a.next").click()
+            page.wait_for_load_state()
+            second_page = page.locator("tr.execution td.instance").all_inner_texts()
+            assert len(second_page) == DUE - 50 and page.locator("a.next").count() == 0
+            assert sorted(first_page + second_page) == [f"r-{i:03d}" for i in range(DUE)]
+
+            # the filter form: an instance prefix, any state
+            page.goto(f"{base}/executions")
+            page.fill('input[name="prefix"]', "later-")
+            page.select_option('select[name="state"]', "")
+            page.click('button[type="submit"]')
+            page.wait_for_load_state()
+            assert sorted(page.locator("tr.execution td.instance").all_inner_texts()) == [
+                f"later-{i}" for i in range(LATER)
+            ]
+
+            # an execution's own page, reached by its link, the hostile one included
+            page.goto(f"{base}/executions")
+            page.fill('input[name="task"]', HOSTILE_TASK)
+            page.click('button[type="submit"]')
+            page.wait_for_load_state()
+            page.locator("tr.execution td.instance a").click()
+            page.wait_for_load_state()
+            assert page.get_by_text(HOSTILE_INSTANCE, exact=True).count() >= 1
+            assert page.evaluate("window.ran") is None and dialogs == []
+            page.screenshot(path=str(shots / "execution.png"), full_page=True)
+    finally:
+        server.terminate()
+        try:
+            server.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
+    assert (shots / "overview.png").stat().st_size > 0

@@ -1,0 +1,58 @@
+"""``ekbatan ui``: the operator's read-only web view of the scheduler, served with uvicorn.
+
+It builds a ``SchedulerClient`` on the jobs pool (as ``ekbatan tasks`` does) and nothing else —
+no scheduler, no worker. With ``EKBATAN_UI_USER`` and ``EKBATAN_UI_PASSWORD`` both set, every
+request needs those credentials (HTTP basic authentication; 401 otherwise). Starlette, Jinja2
+and uvicorn (the ``fastapi`` extra) are imported when the command runs, so the other commands
+work without them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from ekbatan.integrations.cli.app import Invocation, ekbatan_command, main
+from ekbatan.integrations.cli.targets import CliError
+from ekbatan.integrations.cli.tasks_command import scheduler_client
+
+__all__ = ["ui_command"]
+
+USER_VARIABLE, PASSWORD_VARIABLE = "EKBATAN_UI_USER", "EKBATAN_UI_PASSWORD"
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8089
+
+
+@ekbatan_command(main, "ui")
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="The address to listen on.")
+@click.option(
+    "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535), help="The port."
+)
+def ui_command(invocation: Invocation, host: str, port: int) -> None:
+    """Serve the operator's read-only web view of scheduled executions (overview, listing,
+    details and history). Basic authentication when EKBATAN_UI_USER and EKBATAN_UI_PASSWORD
+    are set."""
+    user, password = os.environ.get(USER_VARIABLE) or None, os.environ.get(PASSWORD_VARIABLE) or None
+    if (user is None) != (password is None):
+        raise CliError(
+            f"set both {USER_VARIABLE} and {PASSWORD_VARIABLE} for basic authentication, or neither"
+        )
+    try:
+        import uvicorn
+
+        from ekbatan.integrations.operator import BasicAuth, operator_app
+    except ImportError as error:
+        raise CliError(
+            f"ekbatan ui needs the fastapi extra ({error.name} is missing): "
+            "pip install 'ekbatan-integrations[fastapi]'"
+        ) from None
+    app: Any = operator_app(scheduler_client(invocation))
+    if user is not None and password is not None:
+        app = BasicAuth(app, user, password)
+    note = "no authentication" if user is None else f"basic authentication as {user}"
+    click.echo(
+        f"ekbatan ui: serving the read-only operator view at http://{host}:{port}/ ({note}); Ctrl-C stops",
+        err=True,
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning" if invocation.as_json else "info")

@@ -1,0 +1,100 @@
+"""The overview: per task name, how many executions are in each state, the last success and
+failure, and the next due time — from grouped queries only (no row is loaded one by one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs.scheduler import HoldState, SchedulerClient, TaskPause, TaskSummary
+from ekbatan.integrations.operator.listing import table_of
+
+__all__ = ["TaskOverview", "read_overview"]
+
+
+@dataclass(frozen=True)
+class TaskOverview:
+    """One task name's counts; ``scheduled`` is waiting without failures (as the client's
+    summary counts it), ``failing`` waiting after failures, ``due`` waiting and due now."""
+
+    task_name: str
+    scheduled: int = 0
+    due: int = 0
+    running: int = 0
+    failing: int = 0
+    paused: int = 0
+    dead: int = 0
+    #: paused as a whole (its executions stay in ``scheduled_tasks`` and are not claimed)
+    task_pause: TaskPause | None = None
+    last_success: datetime | None = None
+    last_failure: datetime | None = None
+    next_run: datetime | None = None
+
+    @property
+    def total(self) -> int:
+        return self.scheduled + self.running + self.failing + self.paused + self.dead
+
+
+def read_overview(client: SchedulerClient, now: datetime) -> list[TaskOverview]:
+    """Every task name with an execution in ``scheduled_tasks`` or the held table, or paused."""
+    summaries = {s.task_name: s for s in client.get_scheduled_executions_summary_by_task()}
+    due = _due_counts(client, now)
+    held = _held_counts(client)
+    pauses = {p.task_name: p for p in _pauses(client)}
+    names = sorted(set(summaries) | {name for name, _ in held} | set(pauses))
+    return [_overview(name, summaries.get(name), due.get(name, 0), held, pauses.get(name)) for name in names]
+
+
+def _overview(
+    name: str,
+    summary: TaskSummary | None,
+    due: int,
+    held: dict[tuple[str, HoldState], int],
+    pause: TaskPause | None,
+) -> TaskOverview:
+    paused, dead = held.get((name, HoldState.PAUSED), 0), held.get((name, HoldState.DEAD), 0)
+    if summary is None:
+        return TaskOverview(name, due=due, paused=paused, dead=dead, task_pause=pause)
+    return TaskOverview(
+        name,
+        scheduled=summary.scheduled_count,
+        due=due,
+        running=summary.running_count,
+        failing=summary.failing_count,
+        task_pause=pause,
+        last_success=summary.last_success,
+        last_failure=summary.last_failure,
+        next_run=summary.earliest_execution_time,
+        paused=paused,
+        dead=dead,
+    )
+
+
+def _due_counts(client: SchedulerClient, now: datetime) -> dict[str, int]:
+    """Not-picked executions due at ``now``, per task name (one grouped query)."""
+    repository = client.repository
+    d = repository.dialect
+    t = table_of(client.table_name, "task_name", "execution_time", "picked")
+    statement = (
+        sa.select(t.c.task_name, sa.func.count())
+        .where(t.c.picked == d.encode_bool(False), t.c.execution_time <= d.encode_time(now))
+        .group_by(t.c.task_name)
+    )
+    with repository.engine.connect() as connection:
+        return {row[0]: int(row[1]) for row in connection.execute(statement).all()}
+
+
+def _held_counts(client: SchedulerClient) -> dict[tuple[str, HoldState], int]:
+    try:
+        return client.count_held()
+    except sa.exc.DBAPIError:
+        return {}  # no held table (not migrated since it came): nothing is held
+
+
+def _pauses(client: SchedulerClient) -> list[TaskPause]:
+    try:
+        return client.paused_tasks()
+    except sa.exc.DBAPIError:
+        return []  # no pauses table yet: nothing is paused

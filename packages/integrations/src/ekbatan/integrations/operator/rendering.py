@@ -1,0 +1,68 @@
+"""The pages' Jinja2 environment: templates shipped with the package, autoescape on for every
+template (a task name, instance or datum from the database is text, never markup), and the
+filters and links the templates share. Links start at the mount's ``root_path``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+from starlette.requests import Request
+from starlette.templating import Jinja2Templates
+
+__all__ = ["STATIC_DIRECTORY", "Links", "templates"]
+
+_HERE = Path(__file__).resolve().parent
+STATIC_DIRECTORY = _HERE / "static"
+
+
+def _when(value: datetime | None) -> str:
+    return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _age(value: timedelta | None) -> str:
+    if value is None:
+        return "—"
+    seconds = int(value.total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m {seconds % 60}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60}m"
+
+
+def templates() -> Jinja2Templates:
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    environment.filters["when"] = _when
+    environment.filters["age"] = _age
+    return Jinja2Templates(env=environment)
+
+
+class Links:
+    """The pages' addresses under the mount point of this request."""
+
+    def __init__(self, request: Request) -> None:
+        self.base = str(request.scope.get("root_path", "")).rstrip("/")
+
+    def page(self, path: str, **query: Any) -> str:
+        shown = {k: v for k, v in query.items() if v is not None and v != ""}
+        return self.base + path + ("?" + urlencode(shown) if shown else "")
+
+    def overview(self) -> str:
+        return self.base + "/"
+
+    def executions(self, **query: Any) -> str:
+        return self.page("/executions", **query)
+
+    def execution(self, task: str, instance: str) -> str:
+        return f"{self.base}/executions/{quote(task, safe='')}/{quote(instance, safe='')}"
+
+    def static(self, name: str) -> str:
+        return f"{self.base}/static/{quote(name)}"
