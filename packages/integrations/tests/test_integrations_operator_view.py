@@ -233,7 +233,10 @@ def test_detail_shows_the_row_and_its_history(web: TestClient):
 
     running = web.get("/executions/send-mail/run-1").text
     assert re.search(r'id="picked-by">node-a<', running)
-    assert re.search(r'id="heartbeat">[^<]*\((\d+)s ago\)', running)
+    # the heartbeat was written 30 s before NOW, which is fixed when this module is imported:
+    # in a whole suite that can be minutes before the page is read ("12m 5s ago")
+    age = re.search(r'id="heartbeat">[^<]*\(((?:\d+h )?(?:\d+m ?)?(?:\d+s)?) ago\)', running)
+    assert age is not None and age.group(1), running
 
     dead = web.get("/executions/import-prices/bad-1")
     assert dead.status_code == 200
@@ -302,8 +305,6 @@ def test_authorize_false_is_403_and_a_bad_page_size_is_400(seeded: Seeded):
         assert client.get("/executions", params={"page_size": "500"}).status_code == 200
         bad_state = client.get("/executions", params={"state": "sleeping"})
         assert bad_state.status_code == 400 and "sleeping" in bad_state.text
-    with pytest.raises(ValueError, match="read_only"):
-        operator_app(seeded.client, read_only=False)
 
 
 def _free_port() -> int:
