@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -50,16 +51,25 @@ def write_config(directory: Path, url: str) -> Path:
     return path
 
 
+#: the ``ekbatan`` command, as a process
+CLI = [sys.executable, "-m", "ekbatan.integrations.cli"]
+
+
+def migrated_config(directory: Path, url: str) -> Path:
+    """An application.yml on ``url``, its framework tables made by ``ekbatan migrate``."""
+    config = write_config(directory, url)
+    migrated = subprocess.run(
+        [*CLI, "migrate", "--config", str(config)], capture_output=True, text=True, timeout=120
+    )
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    return config
+
+
 @pytest.mark.dialects("postgres", "mariadb")
 def test_an_operator_reads_the_scheduler_in_a_browser(
     dialect: str, database: IsolatedDatabase, tmp_path: Path
 ):
-    config = write_config(tmp_path, database.url)
-    cli = [sys.executable, "-m", "ekbatan.integrations.cli"]
-    migrated = subprocess.run(
-        [*cli, "migrate", "--config", str(config)], capture_output=True, text=True, timeout=120
-    )
-    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    config = migrated_config(tmp_path, database.url)
     engine = sa.create_engine(database.url, poolclass=sa.NullPool)
     now = datetime.now(UTC)
     client = SchedulerClient(engine)
@@ -75,7 +85,7 @@ def test_an_operator_reads_the_scheduler_in_a_browser(
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EKBATAN_UI_")}
     server = subprocess.Popen(
-        [*cli, "ui", "--config", str(config), "--port", str(port)],
+        [*CLI, "ui", "--config", str(config), "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -150,3 +160,121 @@ def test_an_operator_reads_the_scheduler_in_a_browser(
             server.kill()
             server.communicate()
     assert (shots / "overview.png").stat().st_size > 0
+
+
+TICKING_JOBS = '''
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs import DistributedJob, JobContext, Schedule, Schedules, distributed_job
+
+ENGINE = sa.create_engine({url!r}, poolclass=sa.NullPool)
+
+
+@distributed_job
+class Tick(DistributedJob):
+    """Inserts a row each run: the rows say whether it runs."""
+
+    def name(self) -> str:
+        return "tick"
+
+    def schedule(self) -> Schedule:
+        return Schedules.fixed_delay(timedelta(milliseconds=200))
+
+    def execute(self, ctx: JobContext) -> None:
+        with ENGINE.begin() as connection:
+            connection.execute(sa.text("INSERT INTO ticks (at) VALUES (CURRENT_TIMESTAMP)"))
+'''
+
+
+@pytest.mark.dialects("postgres")
+def test_an_operator_pauses_and_resumes_a_running_job_in_a_browser(
+    database: IsolatedDatabase, tmp_path: Path
+):
+    config = migrated_config(tmp_path, database.url)
+    engine = sa.create_engine(database.url, poolclass=sa.NullPool)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE ticks (id SERIAL PRIMARY KEY, at TIMESTAMP NOT NULL)"))
+    package = tmp_path / "tickjobs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "jobs.py").write_text(TICKING_JOBS.format(url=database.url))
+
+    def ticks() -> int:
+        with engine.connect() as connection:
+            return int(connection.execute(sa.text("SELECT count(*) FROM ticks")).scalar_one())
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EKBATAN_UI_")}
+    worker = subprocess.Popen(
+        [*CLI, "worker", "--config", str(config), "--packages", "tickjobs"],
+        cwd=tmp_path,  # the worker puts its working directory on the import path
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [*CLI, "ui", "--config", str(config), "--port", str(port), "--allow-actions"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    shots = SCREENSHOTS / "postgres"
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+
+        def answering() -> bool:
+            assert server.poll() is None and worker.poll() is None
+            try:
+                return httpx.get(f"{base}/", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(answering, timeout=30, interval=0.1, message="ekbatan ui answering")
+        wait_until(lambda: ticks() >= 2, timeout=30, interval=0.1, message="the worker runs tick")
+
+        def settled() -> int | None:
+            """The count once it stopped growing for a second (runs are every 200 ms)."""
+            first = ticks()
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                if ticks() != first:
+                    return None
+                time.sleep(0.05)
+            return first
+
+        with headless_chromium() as browser:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(f"{base}/")
+            page.locator('tr[data-task="tick"] button[data-action="pause-task"]').click()
+            page.wait_for_load_state()
+            assert page.locator("#question").inner_text() == "Pause task tick?"
+            page.fill('input[name="reason"]', "browser test")
+            page.locator("#confirm").click()
+            page.wait_for_load_state()
+            assert "Task tick paused" in page.locator(".flash").inner_text()
+            assert page.locator('tr[data-task="tick"] .badge.paused').count() == 1
+            page.screenshot(path=str(shots / "paused.png"), full_page=True)
+
+            stopped = wait_until(settled, timeout=10, interval=0, message="tick stops running")
+            wait_until(lambda: ticks() == stopped and settled() == stopped, timeout=5, interval=0)
+
+            page.locator('tr[data-task="tick"] button[data-action="resume-task"]').click()
+            page.wait_for_load_state()
+            page.locator("#confirm").click()
+            page.wait_for_load_state()
+            assert "Task tick resumed" in page.locator(".flash").inner_text()
+            wait_until(lambda: ticks() >= stopped + 2, timeout=10, interval=0.1, message="tick runs again")
+    finally:
+        for process in (server, worker):
+            process.terminate()
+            try:
+                process.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+        engine.dispose()

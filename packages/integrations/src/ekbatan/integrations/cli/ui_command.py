@@ -1,4 +1,5 @@
-"""``ekbatan ui``: the operator's read-only web view of the scheduler, served with uvicorn.
+"""``ekbatan ui``: the operator's web view of the scheduler, served with uvicorn; read-only
+unless ``--allow-actions`` (pause/resume, retry, run now, cancel).
 
 It builds a ``SchedulerClient`` on the jobs pool (as ``ekbatan tasks`` does) and nothing else —
 no scheduler, no worker. With ``EKBATAN_UI_USER`` and ``EKBATAN_UI_PASSWORD`` both set, every
@@ -29,10 +30,15 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8089
 @click.option(
     "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535), help="The port."
 )
-def ui_command(invocation: Invocation, host: str, port: int) -> None:
-    """Serve the operator's read-only web view of scheduled executions (overview, listing,
-    details and history). Basic authentication when EKBATAN_UI_USER and EKBATAN_UI_PASSWORD
-    are set."""
+@click.option(
+    "--allow-actions",
+    is_flag=True,
+    help="Offer the actions (pause/resume, retry dead, run now, cancel; each confirmed). Default: read-only.",
+)
+def ui_command(invocation: Invocation, host: str, port: int, allow_actions: bool) -> None:
+    """Serve the operator's web view of scheduled executions (overview, listing, details and
+    history), read-only unless --allow-actions. Basic authentication when EKBATAN_UI_USER and
+    EKBATAN_UI_PASSWORD are set."""
     user, password = os.environ.get(USER_VARIABLE) or None, os.environ.get(PASSWORD_VARIABLE) or None
     if (user is None) != (password is None):
         raise CliError(
@@ -47,12 +53,13 @@ def ui_command(invocation: Invocation, host: str, port: int) -> None:
             f"ekbatan ui needs the fastapi extra ({error.name} is missing): "
             "pip install 'ekbatan-integrations[fastapi]'"
         ) from None
-    app: Any = operator_app(scheduler_client(invocation))
+    client = scheduler_client(invocation, companions=allow_actions)
+    app: Any = operator_app(client, read_only=not allow_actions)
     if user is not None and password is not None:
         app = BasicAuth(app, user, password)
     note = "no authentication" if user is None else f"basic authentication as {user}"
     click.echo(
-        f"ekbatan ui: serving the read-only operator view at http://{host}:{port}/ ({note}); Ctrl-C stops",
+        f"ekbatan ui: serving the {'operator view with actions' if allow_actions else 'read-only operator view'} at http://{host}:{port}/ ({note}); Ctrl-C stops",
         err=True,
     )
     uvicorn.run(app, host=host, port=port, log_level="warning" if invocation.as_json else "info")

@@ -1,25 +1,39 @@
-"""``operator_app``: the operator's read-only web view of the scheduler, an ASGI app to mount.
+"""``operator_app``: the operator's web view of the scheduler, an ASGI app to mount.
 
-It reads through a :class:`SchedulerClient` only (an :class:`EkbatanRuntime`'s, taken at the
-first request, or one given); it never starts a scheduler. Every page asks ``authorize`` (when
-given) with the action kind ``"view"``; the actions to come will ask with their own kinds.
+It reads and acts through a :class:`SchedulerClient` only (an :class:`EkbatanRuntime`'s, taken
+at the first request, or one given); it never starts a scheduler. Every page asks ``authorize``
+(when given) with the kind ``"view"``; each action (``read_only=False`` only) with its own kind.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.integrations.operator.actions import (
+    ACTIONS,
+    CANCEL,
+    PAUSE,
+    RETRY,
+    RUN,
+    VIEW,
+    Action,
+    ActionError,
+    perform,
+)
+from ekbatan.integrations.operator.csrf import FIELD, Csrf
 from ekbatan.integrations.operator.detail import read_detail
 from ekbatan.integrations.operator.listing import read_page
 from ekbatan.integrations.operator.overview import read_overview
@@ -28,12 +42,14 @@ from ekbatan.integrations.operator.rendering import STATIC_DIRECTORY, Links, tem
 from ekbatan.integrations.operator.states import ExecutionState
 from ekbatan.integrations.runtime import EkbatanRuntime
 
-__all__ = ["VIEW", "Authorize", "operator_app"]
+__all__ = ["CANCEL", "PAUSE", "RETRY", "RUN", "VIEW", "Actor", "Authorize", "operator_app"]
 
 #: ``authorize(request, kind)`` → whether the request may do ``kind``; False answers 403
 Authorize = Callable[[Request, str], bool]
-#: the action kind of reading a page (the only kind so far)
-VIEW = "view"
+#: ``actor(request)`` → who acts, kept with a pause as its ``paused_by``
+Actor = Callable[[Request], str]
+#: the actor when no ``actor`` is given and the request has no basic-auth user
+DEFAULT_ACTOR = "operator view"
 
 _Page = Callable[[Request, SchedulerClient], Awaitable[Response]]
 
@@ -44,20 +60,77 @@ def operator_app(
     read_only: bool = True,
     title: str = "ekbatan",
     authorize: Authorize | None = None,
+    actor: Actor | None = None,
 ) -> Starlette:
-    """The pages, to mount: ``app.mount("/ekbatan", operator_app(runtime))``."""
-    if not read_only:
-        raise ValueError("the operator view has no actions yet: only read_only=True is supported")
+    """The pages, to mount: ``app.mount("/ekbatan", operator_app(runtime))``. With
+    ``read_only=False`` they offer actions (POST forms, CSRF-protected and confirmed)."""
     if not isinstance(source, EkbatanRuntime | SchedulerClient):
         raise TypeError(f"expected an EkbatanRuntime or a SchedulerClient, got {type(source).__name__}")
     rendered = templates()
+    csrf = Csrf()
+    who: Actor = actor or _basic_user
 
     def client() -> SchedulerClient:
         return source.scheduler_client if isinstance(source, EkbatanRuntime) else source
 
+    def allowed(request: Request, kind: str) -> bool:
+        return authorize is None or authorize(request, kind)
+
     def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        value, new = csrf.cookie_value(request)
         context.update(title=title, links=Links(request), read_only=read_only, now=datetime.now(UTC))
-        return rendered.TemplateResponse(request, name, context, status_code=status)
+        context.setdefault("back", _here(request))
+        context.setdefault("return_to", None)
+        context.update(
+            csrf_token=csrf.token_of(value),
+            can=lambda kind: not read_only and allowed(request, kind),
+            flash=request.query_params.get("message"),
+        )
+        response = rendered.TemplateResponse(request, name, context, status_code=status)
+        if new:
+            csrf.set_cookie(request, response, value)
+        return response
+
+    async def act(request: Request) -> Response:
+        action = ACTIONS.get(request.path_params["kind"])
+        if action is None:
+            return render(request, "error.html", 404, heading="Not found", message="No such action.")
+        if read_only:
+            message = "This operator view is read-only: it takes no actions."
+            return render(request, "error.html", 403, heading="Forbidden", message=message)
+        if not allowed(request, action.kind):
+            message = f"Not allowed to {action.kind}."
+            return render(request, "error.html", 403, heading="Forbidden", message=message)
+        params = await _form(request)
+        if not csrf.accepts(request, params.get(FIELD)):
+            message = "Missing or wrong CSRF token: reload the page and try again."
+            return render(request, "error.html", 403, heading="Forbidden", message=message)
+        back = _safe_back(request, params.get("back", ""))
+        if params.get("confirm") != "yes":
+            return _confirm(request, action, params, back)
+        reason = params.get("reason", "").strip() or None
+        try:
+            message = await run_in_threadpool(
+                perform, client(), action, params, actor=who(request), reason=reason
+            )
+        except ActionError as error:
+            heading = "Conflict" if error.status == 409 else "Bad request"
+            return render(
+                request, "error.html", error.status, heading=heading, message=str(error), return_to=back
+            )
+        return RedirectResponse(_with_message(back, message), status_code=303)
+
+    def _confirm(request: Request, action: Action, params: dict[str, str], back: str) -> Response:
+        task, instance = params.get("task", ""), params.get("instance", "")
+        fields = {k: params.get(k, "") for k in ("task", "instance", "version") if params.get(k)}
+        return render(
+            request,
+            "confirm.html",
+            action=action,
+            question=action.question.format(task=task, instance=instance),
+            fields=fields,
+            back=back,
+        )
 
     def page(fn: Callable[[Request, SchedulerClient], Response]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -104,6 +177,7 @@ def operator_app(
         Route("/", page(overview), name="overview"),
         Route("/executions", page(executions), name="executions"),
         Route("/executions/{task}/{instance:path}", page(execution), name="execution"),
+        Route("/actions/{kind}", act, methods=["POST"], name="action"),
         Mount("/static", StaticFiles(directory=STATIC_DIRECTORY), name="static"),
     ]
     return Starlette(routes=routes)
@@ -116,6 +190,54 @@ def _filters(request: Request) -> dict[str, str]:
         for k in ("task", "state", "prefix", "page_size")
         if k in request.query_params
     }
+
+
+#: the largest action form read (its fields are short)
+_MAX_FORM = 16 * 1024
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The POSTed form's fields (URL-encoded, as the pages' forms send them; read here, so
+    that no multipart library is needed); empty when it is anything else or too large."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        return {}
+    body = await request.body()
+    if len(body) > _MAX_FORM:
+        return {}
+    return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+
+
+def _here(request: Request) -> str:
+    """This page's address (under the mount), without a message shown on it."""
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "message"]
+    return request.url.path + ("?" + urlencode(query) if query else "")
+
+
+def _safe_back(request: Request, back: str) -> str:
+    """Where to go after an action: a page of this app, else its overview."""
+    base = str(request.scope.get("root_path", "")).rstrip("/")
+    parts = urlsplit(back)
+    local = not parts.scheme and not parts.netloc and back.startswith(base + "/") and "\\" not in back
+    return back if local and not back.startswith("//") else base + "/"
+
+
+def _with_message(back: str, message: str) -> str:
+    parts = urlsplit(back)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "message"] + [("message", message)]
+    return parts.path + "?" + urlencode(query)
+
+
+def _basic_user(request: Request) -> str:
+    """The basic-auth user of the request, if any, else the default actor."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            user = base64.b64decode(token.strip(), validate=True).partition(b":")[0].decode("utf-8")
+        except (binascii.Error, ValueError):
+            user = ""
+        if user:
+            return user
+    return DEFAULT_ACTOR
 
 
 def _key(request: Request) -> tuple[str, str]:

@@ -57,6 +57,8 @@ class ListedExecution:
     due: bool
     consecutive_failures: int
     picked_by: str | None = None
+    #: the row's version (rows of ``scheduled_tasks`` only): the actions are guarded by it
+    version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def _scheduled_rows(client: SchedulerClient, query: ExecutionQuery, now: datetim
         "picked",
         "picked_by",
         "consecutive_failures",
+        "version",
     )
     c = t.c
     failures = sa.func.coalesce(c.consecutive_failures, 0)
@@ -128,7 +131,7 @@ def _scheduled_rows(client: SchedulerClient, query: ExecutionQuery, now: datetim
             )
         )
     statement = (
-        sa.select(c.task_name, c.task_instance, c.execution_time, c.picked, c.picked_by, failures)
+        sa.select(c.task_name, c.task_instance, c.execution_time, c.picked, c.picked_by, failures, c.version)
         .where(*conditions)
         .order_by(c.execution_time, c.task_name, c.task_instance)
         .limit(query.page_size + 1)
@@ -148,7 +151,7 @@ def _scheduled_rows(client: SchedulerClient, query: ExecutionQuery, now: datetim
             else ExecutionState.SCHEDULED
         )
         due = not picked and execution_time <= now
-        rows.append(ListedExecution(r[0], r[1], execution_time, listed, due, failed, r[4]))
+        rows.append(ListedExecution(r[0], r[1], execution_time, listed, due, failed, r[4], int(r[6])))
     return rows
 
 

@@ -64,5 +64,8 @@ class Links:
     def execution(self, task: str, instance: str) -> str:
         return f"{self.base}/executions/{quote(task, safe='')}/{quote(instance, safe='')}"
 
+    def action(self, name: str) -> str:
+        return f"{self.base}/actions/{quote(name, safe='')}"
+
     def static(self, name: str) -> str:
         return f"{self.base}/static/{quote(name)}"
