@@ -237,7 +237,8 @@ class Scheduler(SchedulerClient):
 
     def pause(self) -> None:
         """Stop this process's polling; running executions, heartbeats and dead detection go
-        on. Only this process: ``pause_task(name)`` pauses a task on every node."""
+        on. Only this process: ``pause_task(name)`` pauses a task on every node. A poll already
+        under way when this is called is not waited for: it finishes, and what it claimed runs."""
         if not self._paused:
             self._paused = True
             log.info("scheduler %s paused polling", self.name)
