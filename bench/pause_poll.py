@@ -202,7 +202,7 @@ def measure(dialect: str, sizes: Sizes) -> DialectResult:
     """Fill a scratch database, then time the poll statements under each condition, round by
     round. Raises when a condition is not what it claims to be (a pause that did not take)."""
     from ekbatan.distributed_jobs.scheduler import HoldState, Scheduler, SchedulerClient, Tasks
-    from ekbatan.distributed_jobs.scheduler._polling.poller import (
+    from ekbatan.distributed_jobs.scheduler._polling.strategy_config import (
         MAX_CLAIMED_PER_THREAD,
         PollingStrategyConfig,
     )

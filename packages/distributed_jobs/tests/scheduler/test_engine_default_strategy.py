@@ -12,12 +12,11 @@ import pytest
 
 from ekbatan.distributed_jobs.scheduler import Scheduler, Tasks
 from ekbatan.distributed_jobs.scheduler._polling.poller import (
-    MAX_CLAIMED_PER_THREAD,
     AutoStrategy,
-    ClaimSizing,
     FetchStrategy,
     LockAndFetchStrategy,
 )
+from ekbatan.distributed_jobs.scheduler._polling.strategy_config import MAX_CLAIMED_PER_THREAD, ClaimSizing
 from ekbatan.distributed_jobs.scheduler.dialects import MariaDbDialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.dialects.mysql import server_has_skip_locked
 from testsupport import wait_until

@@ -31,11 +31,11 @@ from ekbatan.distributed_jobs.scheduler import (
 )
 from ekbatan.distributed_jobs.scheduler._observability import Listeners
 from ekbatan.distributed_jobs.scheduler._polling.poller import (
-    PollingStrategyConfig,
     PollLoop,
     PollResult,
     _Batch,
 )
+from ekbatan.distributed_jobs.scheduler._polling.strategy_config import PollingStrategyConfig
 from ekbatan.distributed_jobs.scheduler._polling.waiter import Waiter
 from ekbatan.distributed_jobs.scheduler._running.runner import CLAIM_LEAD
 from testsupport import EventRecorder, wait_until

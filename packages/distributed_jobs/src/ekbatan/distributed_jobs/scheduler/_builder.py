@@ -22,7 +22,7 @@ from ekbatan.distributed_jobs.scheduler._observability import (
     ExecutionInterceptor,
     SchedulerListener,
 )
-from ekbatan.distributed_jobs.scheduler._polling.poller import (
+from ekbatan.distributed_jobs.scheduler._polling.strategy_config import (
     PollingKind,
     PollingStrategyConfig,
 )

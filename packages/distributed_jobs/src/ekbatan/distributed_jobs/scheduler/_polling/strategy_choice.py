@@ -13,9 +13,11 @@ from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaim
 from ekbatan.distributed_jobs.scheduler._polling.contention import ClaimContention
 from ekbatan.distributed_jobs.scheduler._polling.poller import (
     AutoStrategy,
-    ClaimSizing,
     FetchStrategy,
     LockAndFetchStrategy,
+)
+from ekbatan.distributed_jobs.scheduler._polling.strategy_config import (
+    ClaimSizing,
     PollingKind,
     PollingStrategyConfig,
 )
