@@ -16,7 +16,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ekbatan.core.migrations import EventlogTables
+from ekbatan.core.migrations import EventlogTables, TablePresence
 from ekbatan.core.persistence import TransactionManager
 from ekbatan.local_event_handler.connections import pipeline_connection
 
@@ -24,8 +24,6 @@ log = logging.getLogger("ekbatan.local_event_handler.tracing")
 
 #: how often, at most, each process prunes each shard
 PRUNE_EVERY = 600.0
-#: a missing table is looked for again after this long (it appears once migrated)
-RECHECK_MISSING = 60.0
 #: rows deleted per statement, and statements per prune: bounded, whatever the backlog
 PRUNE_BATCH = 1000
 PRUNE_BATCHES = 10
@@ -33,8 +31,10 @@ PRUNE_BATCHES = 10
 
 class ActionTraces:
     def __init__(self) -> None:
-        #: shard (by eventlog table) → whether its table exists, and when that was looked at
-        self._exists: dict[str, tuple[bool, float]] = {}
+        #: whether each shard's table is there yet (found again once migrated); pruning looks
+        #: on its own, silently — it runs with tracing off too, and must not eat the warning
+        self._presence = TablePresence()
+        self._prune_presence = TablePresence()
         self._pruned_at: dict[str, float] = {}
 
     def contexts(
@@ -70,7 +70,7 @@ class ActionTraces:
         self._pruned_at[key] = now
         deleted = 0
         with pipeline_connection(manager.primary) as connection:
-            if not self._table_exists(connection, traces, warn=False):
+            if not self._prune_presence.exists(connection, traces)[0]:
                 return 0
             for _ in range(PRUNE_BATCHES):
                 # ids first, then a delete by key: MariaDB has no LIMIT in an IN subquery
@@ -90,17 +90,12 @@ class ActionTraces:
             log.debug("pruned %d action trace context(s) of %s", deleted, key)
         return deleted
 
-    def _table_exists(self, connection: sa.Connection, traces: sa.Table, *, warn: bool = True) -> bool:
-        key = str(traces)
-        known = self._exists.get(key)
-        if known is not None and (known[0] or time.monotonic() - known[1] < RECHECK_MISSING):
-            return known[0]
-        exists = sa.inspect(connection).has_table(traces.name, schema=traces.schema)
-        if not exists and warn and known is None:
+    def _table_exists(self, connection: sa.Connection, traces: sa.Table) -> bool:
+        exists, first_missing = self._presence.exists(connection, traces)
+        if first_missing:
             log.warning(
                 "tracing: %s is missing, so handler spans cannot link to the actions that recorded "
                 "their events; run 'ekbatan migrate' (eventlog 3)",
-                key,
+                traces,
             )
-        self._exists[key] = (exists, time.monotonic())
         return exists

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         migrate,
         migration_targets,
     )
+    from ekbatan.core.migrations.table_presence import TablePresence
 
 __all__ = [
     "DEFAULT_EVENTLOG_SCHEMA",
@@ -37,6 +38,7 @@ __all__ = [
     "MigrationContributorError",
     "MigrationError",
     "MigrationTarget",
+    "TablePresence",
     "TargetReport",
     "core_migrations",
     "eventlog_statements",
@@ -65,6 +67,7 @@ __getattr__, __dir__ = _lazy_exports(
         ),
         "ekbatan.core.migrations.eventlog_metadata": ("EventlogTables", "eventlog_tables"),
         "ekbatan.core.migrations.history": ("HISTORY_TABLE",),
+        "ekbatan.core.migrations.table_presence": ("TablePresence",),
         "ekbatan.core.migrations.migrator": (
             "MigrationError",
             "MigrationTarget",

@@ -8,13 +8,13 @@ shard it wrote, so that the spans of the handlers those events reach — in anot
 minutes later — link to it. ``events`` and ``event_notifications`` are not changed.
 
 Tracing never fails an action: a shard whose ``action_traces`` table is missing (the eventlog
-migration 3 not applied yet) is written nothing, and one warning says what to run.
+migration 3 not applied yet) is written nothing, and one warning says what to run; once
+migrated, the table is found again within a minute.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.core.migrations.eventlog_metadata import eventlog_tables
+from ekbatan.core.migrations.table_presence import TablePresence
 from ekbatan.core.persistence.dialect_names import DialectName
 
 log = logging.getLogger("ekbatan.core.outbox.tracing")
@@ -62,9 +63,8 @@ class ActionTracing:
         self._kind = SpanKind.INTERNAL
         self._error = Status(StatusCode.ERROR)
         self._propagator = TraceContextTextMapPropagator()
-        self._lock = threading.Lock()
-        #: (dialect, schema) → whether its action_traces table exists (read once)
-        self._tables: dict[tuple[DialectName, str], bool] = {}
+        #: whether each shard's action_traces table is there yet (found again once migrated)
+        self._tables = TablePresence()
 
     @contextmanager
     def span(self, action_name: str, action_id: uuid.UUID, namespace: str) -> Iterator[Any]:
@@ -105,9 +105,9 @@ class ActionTracing:
     ) -> None:
         """Write the context of ``action_id`` in the action's transaction (nothing when the
         table is missing)."""
-        if not self._table_exists(connection, dialect, schema):
-            return
         table = eventlog_tables(dialect, schema).action_traces
+        if not self._table_exists(connection, table):
+            return
         connection.execute(
             table.insert().values(
                 action_id=action_id,
@@ -117,21 +117,12 @@ class ActionTracing:
             )
         )
 
-    def _table_exists(self, connection: sa.Connection, dialect: DialectName, schema: str) -> bool:
-        key = (dialect, schema)
-        with self._lock:
-            known = self._tables.get(key)
-        if known is not None:
-            return known
-        table = eventlog_tables(dialect, schema).action_traces
-        exists = sa.inspect(connection).has_table(table.name, schema=table.schema)
-        if not exists:
+    def _table_exists(self, connection: sa.Connection, table: sa.Table) -> bool:
+        exists, first_missing = self._tables.exists(connection, table)
+        if first_missing:
             log.warning(
-                "tracing: %s has no %s table, so its handlers' spans cannot link to the actions; run "
-                "'ekbatan migrate' (eventlog 3)",
-                schema,
-                table.name,
+                "tracing: %s is missing, so handler spans cannot link to the actions; run 'ekbatan migrate' "
+                "(eventlog 3)",
+                table,
             )
-        with self._lock:
-            self._tables[key] = exists
         return exists
