@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -65,6 +67,45 @@ def migrated_config(directory: Path, url: str) -> Path:
     return config
 
 
+#: the environment of the commands: no basic auth asked by an outer shell's variables
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("EKBATAN_UI_")}
+
+
+@contextmanager
+def ekbatan(*args: str, cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
+    """``ekbatan ARGS`` as a process, stopped (SIGTERM, then SIGKILL) on the way out."""
+    process = subprocess.Popen(
+        [*CLI, *args], cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+@contextmanager
+def operator_ui(config: Path, *flags: str) -> Iterator[str]:
+    """``ekbatan ui`` on a free port, once it answers; yields its address."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ekbatan("ui", "--config", str(config), "--port", str(port), *flags) as server:
+
+        def answering() -> bool:
+            assert server.poll() is None, server.communicate()
+            try:
+                return httpx.get(f"{base}/", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(answering, timeout=30, interval=0.1, message="ekbatan ui answering")
+        yield base
+
+
 @pytest.mark.dialects("postgres", "mariadb")
 def test_an_operator_reads_the_scheduler_in_a_browser(
     dialect: str, database: IsolatedDatabase, tmp_path: Path
@@ -82,83 +123,56 @@ def test_an_operator_reads_the_scheduler_in_a_browser(
     client.schedule(TaskInstance(HOSTILE_TASK, HOSTILE_INSTANCE), now + timedelta(hours=2))
     engine.dispose()
 
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EKBATAN_UI_")}
-    server = subprocess.Popen(
-        [*CLI, "ui", "--config", str(config), "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
     shots = SCREENSHOTS / dialect
     shots.mkdir(parents=True, exist_ok=True)
-    try:
+    with operator_ui(config) as base, headless_chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        dialogs: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.goto(f"{base}/")
 
-        def answering() -> bool:
-            assert server.poll() is None, server.communicate()
-            try:
-                return httpx.get(f"{base}/", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
+        # the overview: one row per task, the counts read from the table
+        report = page.locator('tr[data-task="send-report"]')
+        assert report.locator('[data-state="scheduled"]').inner_text().strip() == str(DUE + LATER)
+        assert report.locator('[data-state="due"]').inner_text().strip() == str(DUE)
+        # the hostile name is text on the page, and nothing of it ran
+        assert page.get_by_text(HOSTILE_TASK, exact=True).count() == 1
+        assert page.evaluate("window.ran") is None and dialogs == []
+        page.screenshot(path=str(shots / "overview.png"), full_page=True)
 
-        wait_until(answering, timeout=30, interval=0.1, message="ekbatan ui answering")
-        with headless_chromium() as browser:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            dialogs: list[str] = []
-            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-            page.goto(f"{base}/")
+        # the due count links to the due executions of that task, 50 to a page
+        report.locator('[data-state="due"] a').click()
+        page.wait_for_load_state()
+        rows = page.locator("tr.execution")
+        assert rows.count() == 50
+        first_page = rows.locator("td.instance").all_inner_texts()
+        page.screenshot(path=str(shots / "executions.png"), full_page=True)
+        page.locator("a.next").click()
+        page.wait_for_load_state()
+        second_page = page.locator("tr.execution td.instance").all_inner_texts()
+        assert len(second_page) == DUE - 50 and page.locator("a.next").count() == 0
+        assert sorted(first_page + second_page) == [f"r-{i:03d}" for i in range(DUE)]
 
-            # the overview: one row per task, the counts read from the table
-            report = page.locator('tr[data-task="send-report"]')
-            assert report.locator('[data-state="scheduled"]').inner_text().strip() == str(DUE + LATER)
-            assert report.locator('[data-state="due"]').inner_text().strip() == str(DUE)
-            # the hostile name is text on the page, and nothing of it ran
-            assert page.get_by_text(HOSTILE_TASK, exact=True).count() == 1
-            assert page.evaluate("window.ran") is None and dialogs == []
-            page.screenshot(path=str(shots / "overview.png"), full_page=True)
+        # the filter form: an instance prefix, any state
+        page.goto(f"{base}/executions")
+        page.fill('input[name="prefix"]', "later-")
+        page.select_option('select[name="state"]', "")
+        page.click('button[type="submit"]')
+        page.wait_for_load_state()
+        assert sorted(page.locator("tr.execution td.instance").all_inner_texts()) == [
+            f"later-{i}" for i in range(LATER)
+        ]
 
-            # the due count links to the due executions of that task, 50 to a page
-            report.locator('[data-state="due"] a').click()
-            page.wait_for_load_state()
-            rows = page.locator("tr.execution")
-            assert rows.count() == 50
-            first_page = rows.locator("td.instance").all_inner_texts()
-            page.screenshot(path=str(shots / "executions.png"), full_page=True)
-            page.locator("a.next").click()
-            page.wait_for_load_state()
-            second_page = page.locator("tr.execution td.instance").all_inner_texts()
-            assert len(second_page) == DUE - 50 and page.locator("a.next").count() == 0
-            assert sorted(first_page + second_page) == [f"r-{i:03d}" for i in range(DUE)]
-
-            # the filter form: an instance prefix, any state
-            page.goto(f"{base}/executions")
-            page.fill('input[name="prefix"]', "later-")
-            page.select_option('select[name="state"]', "")
-            page.click('button[type="submit"]')
-            page.wait_for_load_state()
-            assert sorted(page.locator("tr.execution td.instance").all_inner_texts()) == [
-                f"later-{i}" for i in range(LATER)
-            ]
-
-            # an execution's own page, reached by its link, the hostile one included
-            page.goto(f"{base}/executions")
-            page.fill('input[name="task"]', HOSTILE_TASK)
-            page.click('button[type="submit"]')
-            page.wait_for_load_state()
-            page.locator("tr.execution td.instance a").click()
-            page.wait_for_load_state()
-            assert page.get_by_text(HOSTILE_INSTANCE, exact=True).count() >= 1
-            assert page.evaluate("window.ran") is None and dialogs == []
-            page.screenshot(path=str(shots / "execution.png"), full_page=True)
-    finally:
-        server.terminate()
-        try:
-            server.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.communicate()
+        # an execution's own page, reached by its link, the hostile one included
+        page.goto(f"{base}/executions")
+        page.fill('input[name="task"]', HOSTILE_TASK)
+        page.click('button[type="submit"]')
+        page.wait_for_load_state()
+        page.locator("tr.execution td.instance a").click()
+        page.wait_for_load_state()
+        assert page.get_by_text(HOSTILE_INSTANCE, exact=True).count() >= 1
+        assert page.evaluate("window.ran") is None and dialogs == []
+        page.screenshot(path=str(shots / "execution.png"), full_page=True)
     assert (shots / "overview.png").stat().st_size > 0
 
 
@@ -205,36 +219,14 @@ def test_an_operator_pauses_and_resumes_a_running_job_in_a_browser(
         with engine.connect() as connection:
             return int(connection.execute(sa.text("SELECT count(*) FROM ticks")).scalar_one())
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EKBATAN_UI_")}
-    worker = subprocess.Popen(
-        [*CLI, "worker", "--config", str(config), "--packages", "tickjobs"],
-        cwd=tmp_path,  # the worker puts its working directory on the import path
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    port = free_port()
-    server = subprocess.Popen(
-        [*CLI, "ui", "--config", str(config), "--port", str(port), "--allow-actions"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
     shots = SCREENSHOTS / "postgres"
     shots.mkdir(parents=True, exist_ok=True)
-    try:
-
-        def answering() -> bool:
-            assert server.poll() is None and worker.poll() is None
-            try:
-                return httpx.get(f"{base}/", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(answering, timeout=30, interval=0.1, message="ekbatan ui answering")
+    # the worker puts its working directory on the import path: tickjobs is found there
+    with (
+        ekbatan("worker", "--config", str(config), "--packages", "tickjobs", cwd=tmp_path) as worker,
+        operator_ui(config, "--allow-actions") as base,
+    ):
+        assert worker.poll() is None, worker.communicate()
         wait_until(lambda: ticks() >= 2, timeout=30, interval=0.1, message="the worker runs tick")
 
         def settled() -> int | None:
@@ -269,12 +261,4 @@ def test_an_operator_pauses_and_resumes_a_running_job_in_a_browser(
             page.wait_for_load_state()
             assert "Task tick resumed" in page.locator(".flash").inner_text()
             wait_until(lambda: ticks() >= stopped + 2, timeout=10, interval=0.1, message="tick runs again")
-    finally:
-        for process in (server, worker):
-            process.terminate()
-            try:
-                process.communicate(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.communicate()
         engine.dispose()
