@@ -199,6 +199,10 @@ def test_counts_per_task(client, dialect):
         "task-b": (3, 1, 2),
     }
     assert summary["task-b"].earliest_execution_time == T0
+    assert summary["task-b"].due_count is None  # not asked
+    # due at T0 + 1 h: a0, a1, b1 (b0 is picked, b2 later); in the same one read
+    due = client.get_scheduled_executions_summary_by_task(due_at=T0 + HOUR)
+    assert {s.task_name: s.due_count for s in due} == {"task-a": 2, "task-b": 1}
 
 
 def test_single_lookup_present_and_absent(client, dialect):

@@ -373,9 +373,11 @@ class SchedulerClient(OperatorControls):
         return [self._view(e, data_type) for e in rows]
 
     def get_scheduled_executions_summary_by_task(
-        self, *, connection: ConnectionLike | None = None
+        self, *, connection: ConnectionLike | None = None, due_at: datetime | None = None
     ) -> list[TaskSummary]:
-        return self._repository.summary_by_task(connection)
+        """Per task name, from one grouped read; ``due_at`` also counts the executions due then
+        (``TaskSummary.due_count``)."""
+        return self._repository.summary_by_task(connection, due_at)
 
     def __repr__(self) -> str:
         r = self._repository

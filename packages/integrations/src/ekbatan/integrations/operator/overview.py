@@ -9,7 +9,6 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import HoldState, SchedulerClient, TaskPause, TaskSummary
-from ekbatan.integrations.operator.listing import table_of
 
 __all__ = ["TaskOverview", "read_overview"]
 
@@ -39,28 +38,26 @@ class TaskOverview:
 
 def read_overview(client: SchedulerClient, now: datetime) -> list[TaskOverview]:
     """Every task name with an execution in ``scheduled_tasks`` or the held table, or paused."""
-    summaries = {s.task_name: s for s in client.get_scheduled_executions_summary_by_task()}
-    due = _due_counts(client, now)
+    summaries = {s.task_name: s for s in client.get_scheduled_executions_summary_by_task(due_at=now)}
     held = _held_counts(client)
     pauses = {p.task_name: p for p in _pauses(client)}
     names = sorted(set(summaries) | {name for name, _ in held} | set(pauses))
-    return [_overview(name, summaries.get(name), due.get(name, 0), held, pauses.get(name)) for name in names]
+    return [_overview(name, summaries.get(name), held, pauses.get(name)) for name in names]
 
 
 def _overview(
     name: str,
     summary: TaskSummary | None,
-    due: int,
     held: dict[tuple[str, HoldState], int],
     pause: TaskPause | None,
 ) -> TaskOverview:
     paused, dead = held.get((name, HoldState.PAUSED), 0), held.get((name, HoldState.DEAD), 0)
     if summary is None:
-        return TaskOverview(name, due=due, paused=paused, dead=dead, task_pause=pause)
+        return TaskOverview(name, paused=paused, dead=dead, task_pause=pause)
     return TaskOverview(
         name,
         scheduled=summary.scheduled_count,
-        due=due,
+        due=summary.due_count or 0,
         running=summary.running_count,
         failing=summary.failing_count,
         task_pause=pause,
@@ -70,20 +67,6 @@ def _overview(
         paused=paused,
         dead=dead,
     )
-
-
-def _due_counts(client: SchedulerClient, now: datetime) -> dict[str, int]:
-    """Not-picked executions due at ``now``, per task name (one grouped query)."""
-    repository = client.repository
-    d = repository.dialect
-    t = table_of(client.table_name, "task_name", "execution_time", "picked")
-    statement = (
-        sa.select(t.c.task_name, sa.func.count())
-        .where(t.c.picked == d.encode_bool(False), t.c.execution_time <= d.encode_time(now))
-        .group_by(t.c.task_name)
-    )
-    with repository.engine.connect() as connection:
-        return {row[0]: int(row[1]) for row in connection.execute(statement).all()}
 
 
 def _held_counts(client: SchedulerClient) -> dict[tuple[str, HoldState], int]:

@@ -159,3 +159,5 @@ class TaskSummary:
     last_success: datetime | None
     last_failure: datetime | None
     max_consecutive_failures: int
+    #: not picked and due at the time the summary was asked about (None: not asked)
+    due_count: int | None = None

@@ -170,18 +170,30 @@ class TaskRepository(Claims, Completions, Holds):
         with self._read(connection) as conn:
             return [self._execution(r) for r in conn.execute(sql, params).all()]
 
-    def summary_by_task(self, connection: ConnectionLike | None = None) -> list[TaskSummary]:
+    def summary_by_task(
+        self, connection: ConnectionLike | None = None, due_at: datetime | None = None
+    ) -> list[TaskSummary]:
+        """Per task name, in one pass over the table; with ``due_at`` also how many are due then
+        (not picked, execution time not after it)."""
+        due = (
+            ", SUM(CASE WHEN picked = :false AND execution_time <= :due_at THEN 1 ELSE 0 END)"
+            if due_at is not None
+            else ""
+        )
         sql = sa.text(
             "SELECT task_name, COUNT(*), "
             "SUM(CASE WHEN picked = :true THEN 1 ELSE 0 END), "
             "SUM(CASE WHEN picked = :false AND COALESCE(consecutive_failures, 0) > 0 THEN 1 ELSE 0 END), "
             "SUM(CASE WHEN picked = :false AND COALESCE(consecutive_failures, 0) = 0 THEN 1 ELSE 0 END), "
-            "MIN(execution_time), MAX(last_success), MAX(last_failure), MAX(consecutive_failures) "
+            f"MIN(execution_time), MAX(last_success), MAX(last_failure), MAX(consecutive_failures){due} "
             f"FROM {self.table_name} GROUP BY task_name ORDER BY task_name"
         )
         d = self.dialect
+        params = {"true": d.encode_bool(True), "false": d.encode_bool(False)}
+        if due_at is not None:
+            params["due_at"] = d.encode_time(due_at)
         with self._read(connection) as conn:
-            rows = conn.execute(sql, {"true": d.encode_bool(True), "false": d.encode_bool(False)}).all()
+            rows = conn.execute(sql, params).all()
         return [
             TaskSummary(
                 task_name=r[0],
@@ -193,6 +205,7 @@ class TaskRepository(Claims, Completions, Holds):
                 last_success=d.decode_time(r[6]),
                 last_failure=d.decode_time(r[7]),
                 max_consecutive_failures=int(r[8] or 0),
+                due_count=None if due_at is None else int(r[9] or 0),
             )
             for r in rows
         ]
