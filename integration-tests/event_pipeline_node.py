@@ -7,8 +7,10 @@ event type. Every call of a handler inserts (event_id, handler_name, pid, node) 
 ``handled`` table, in its own transaction: the test reads that table, not this process's memory.
 
 Talks JSON lines on stdout: ``built`` (with the pid), ``started``, ``stopped`` (with what was
-still executing). SIGTERM (or the end of stdin) makes it call ``registry.stop()`` and exit 0.
-Logs go to ``--log-file``, which the test prints when it fails.
+still executing), and ``completion_error`` each time an execution's completion could not be
+written (the test waits on that, not on the log line that explains it). SIGTERM (or the end of
+stdin) makes it call ``registry.stop()`` and exit 0. Logs go to ``--log-file``, which the test
+prints when it fails.
 
 Two handlers can misbehave on purpose, for the fault tests (``test_faults_event_pipeline.py``):
 
@@ -181,6 +183,12 @@ def emit(event: str, **fields: object) -> None:
 
 def main() -> int:
     from ekbatan.distributed_jobs import JobRegistry
+    from ekbatan.distributed_jobs.scheduler import SchedulerEventType, SchedulerListener
+
+    class CompletionErrors(SchedulerListener):
+        def on_scheduler_event(self, event: SchedulerEventType) -> None:
+            if event is SchedulerEventType.COMPLETIONHANDLER_ERROR:
+                emit("completion_error")
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
@@ -255,7 +263,11 @@ def main() -> int:
         .heartbeat_interval(timedelta(milliseconds=args.heartbeat_ms))
         .shutdown_max_wait(timedelta(milliseconds=args.shutdown_ms))
         .register_shutdown_hook(False)
-        .customize_scheduler(lambda b: b.missed_heartbeats_limit(limit).scheduler_name(args.node))
+        .customize_scheduler(
+            lambda b: (
+                b.missed_heartbeats_limit(limit).scheduler_name(args.node).add_listener(CompletionErrors())
+            )
+        )
         .build()
     )
     emit("built", pid=os.getpid(), jobs=[job.name() for job in jobs])

@@ -233,14 +233,9 @@ def test_stalled_handling_node_cannot_overwrite_the_outcomes_of_the_node_that_to
             stalled.wait_for("gate_released", timeout=30)
             # the stalled round then records its outcomes (the gated try failed) and its
             # execution's completion, which the engine refuses: the row changed meanwhile
-            wait_until(
-                lambda: any(
-                    "not recorded: the row changed meanwhile" in line for line in stalled.log_lines()
-                ),
-                timeout=30,
-                interval=0.1,
-                message="the stalled node finished its round",
-            )
+            stalled.wait_for("completion_error", timeout=30)
+            # said before the error is reported, on the same thread
+            assert any("not recorded: the row changed meanwhile" in line for line in stalled.log_lines())
             after = _notification(shard, blocked["event_id"], GATED_HANDLER)
             states = shard.states()
             rescuer.terminate()

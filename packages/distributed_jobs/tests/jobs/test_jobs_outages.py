@@ -165,9 +165,13 @@ def test_degraded_start_waits_for_the_database_and_then_works(kind: str, private
         wait_until(lambda: job.runs >= 2, timeout=30, message="the job runs once the database is there")
         assert not registry.waiting_for_database
         assert registry.scheduler.startup_tasks_pending == []
+        assert poller.failures.failures_in_a_row == 0  # the polls' streak ended
+        # the 'recovered' line is written after the streak ends, outside its lock, by the
+        # poller's thread: the log is read once the threads that write it are stopped
+        registry.stop()
         lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
         assert len(lines) <= 12, "\n".join(r.getMessage() for r in lines)
-        assert any("recovered" in r.getMessage() for r in lines)
+        assert any("polling for due executions recovered" in r.getMessage() for r in lines)
     finally:
         registry.stop()
         pool.close()
@@ -299,16 +303,17 @@ def test_the_failure_summary_interval_and_the_retry_backoff_cap_are_the_builders
         poller = scheduler._poller
         # capped at 0.2 s, 12 polls take about 2 s; at the default cap (10 s) they take 40 s
         wait_until(lambda: poller.failures.failures_in_a_row >= 12, timeout=15, message="12 failed polls")
-        # a summary every 0.5 s instead of every minute
+        # a summary every 0.5 s instead of every minute: the first within 10 s (at the default
+        # interval, a minute, none would be due yet)
         wait_until(
-            lambda: any("polling for due executions still failing" in r.getMessage() for r in caplog.records),
-            timeout=10,
-            message="a summary of the failing polls",
+            lambda: poller.failures.summaries >= 1, timeout=10, message="a summary of the failing polls"
         )
-        first = next(
-            r.getMessage() for r in caplog.records if "polling for due executions failed" in r.getMessage()
-        )
+        # the lines are written outside the streak's lock by the poller's thread: read once it stopped
+        scheduler.stop()
+        messages = [r.getMessage() for r in caplog.records]
+        [first] = [m for m in messages if m.startswith("polling for due executions failed")]
         assert "summarizing further failures every 0.5s" in first, first
+        assert any(m.startswith("polling for due executions still failing") for m in messages), messages
     finally:
         scheduler.stop()
         engine.dispose()
@@ -363,13 +368,16 @@ def test_results_lost_with_the_database_are_logged_once_per_streak_not_per_execu
         caplog.clear()
         release.set()
 
-        # every result (5 completions, 1 failure) failed to be written, in one streak; the
-        # streak's line is written just after the count, outside its lock: wait for both
-        def results_lost_and_said() -> bool:
-            said = any(r.getMessage().startswith("recording execution results") for r in caplog.records)
-            return said and scheduler.runner.write_failures.failures_in_a_row == len(ids)
-
-        wait_until(results_lost_and_said, timeout=30, message="every result's write failed, and it was said")
+        # every result (5 completions, 1 failure) failed to be written, in one streak
+        wait_until(
+            lambda: scheduler.runner.write_failures.failures_in_a_row == len(ids),
+            timeout=30,
+            message="every result's write failed",
+        )
+        # the streak's line is written just after the count, outside its lock, by a worker or
+        # the group commit's thread: the log is read once they are stopped, the server still
+        # down (a write after it is back would end the streak with a 'recovered' line)
+        scheduler.stop()
         records = [r for r in caplog.records if r.name == "ekbatan.distributed_jobs.scheduler.execution"]
     finally:
         server.start()

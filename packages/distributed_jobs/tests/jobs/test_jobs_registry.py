@@ -481,6 +481,8 @@ def test_job_bails_out_when_its_row_is_taken_away_and_the_next_run_finishes(engi
     assert final.execution_time - final.last_success == timedelta(hours=1)
     assert job.done == list(range(job.total))  # every item exactly once: nothing lost, nothing twice
     assert len(job.tokens) == 2 and job.tokens[1] > job.tokens[0] + 1
+    # a job's failure is logged by its worker thread after the run ends: read once it stopped
+    started.pop().stop()
     job_errors = [
         r for r in caplog.records if r.levelno >= logging.ERROR and f"job {name} failed" in r.getMessage()
     ]

@@ -129,10 +129,18 @@ class FailureLog:
         self._streak = 0
         self._unreported = 0
         self._reported_at = 0.0
+        self._summaries = 0
 
     @property
     def failures_in_a_row(self) -> int:
         return self._streak
+
+    @property
+    def summaries(self) -> int:
+        """How many 'still failing' summaries were decided on, over every streak. Counted under
+        the lock, before the line is written: what a caller waits on to know that a summary
+        happened (the line itself may not be written yet)."""
+        return self._summaries
 
     @property
     def failing_for(self) -> float | None:
@@ -158,6 +166,7 @@ class FailureLog:
                     return streak
                 count, self._unreported = self._unreported, 0
                 previous, self._reported_at = self._reported_at, now
+                self._summaries += 1
                 began = self._since
         if first:
             self.log.warning(
