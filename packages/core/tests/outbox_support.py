@@ -1,20 +1,15 @@
-"""Shared by the outbox tests: ORM models, events, a stepping clock and migrated shard databases."""
+"""Shared by the outbox tests: a stepping clock and migrated shard databases holding the sample
+domain's tables (``testsupport.sample_domain``, which the tests import the domain from)."""
 
 from __future__ import annotations
 
-import enum
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ekbatan.core import (
     DatabaseRegistry,
@@ -25,69 +20,7 @@ from ekbatan.core import (
 )
 from testsupport import IsolatedDatabase
 from testsupport.eventlog_shards import migrated_shard
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Gadget(Base):
-    __tablename__ = "gadgets"
-
-    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
-    name: Mapped[str] = mapped_column(sa.String(50))
-    color: Mapped[str] = mapped_column(sa.String(20))
-
-
-class Memo(Base):
-    __tablename__ = "memos"
-
-    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
-    text: Mapped[str] = mapped_column(sa.String(200))
-
-
-class Shade(enum.Enum):
-    RED = "red"
-    BLUE = "blue"
-
-
-class Dimensions(BaseModel):
-    """A value object nested inside an event."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
-
-    width_mm: int
-    height_mm: int
-
-
-class GadgetCreated(ModelEvent):
-    name: str
-    color: str
-
-
-class GadgetRecolored(ModelEvent):
-    old_color: str
-    new_color: str
-
-
-class GadgetRemoved(ModelEvent):
-    reason: str
-
-
-class MemoWritten(ModelEvent):
-    text: str
-
-
-class GadgetPriced(ModelEvent):
-    """Every value type the codec must round-trip."""
-
-    price: Decimal
-    priced_at: datetime
-    catalog_id: uuid.UUID
-    shade: Shade
-    dimensions: Dimensions
-    tags: list[str]
-    discount: Decimal | None = None
+from testsupport.sample_domain import Base, Gadget
 
 
 class SteppingClock:

@@ -9,9 +9,10 @@ from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
-from outbox_support import Memo, MemoWritten, registry_of
+from outbox_support import registry_of
 
 from ekbatan.core import Action, ActionExecutor, CrossShardError, ShardIdentifier
+from testsupport.sample_domain import Memo, MemoWritten
 
 GLOBAL = ShardIdentifier(0, 0)
 MEXICO = ShardIdentifier(1, 0)

@@ -7,7 +7,6 @@ from decimal import Decimal
 
 import outbox_support
 import pytest
-from outbox_support import Dimensions, Gadget, GadgetCreated, GadgetPriced, Memo, Shade
 from pydantic import model_serializer
 
 from ekbatan.core import (
@@ -28,6 +27,7 @@ from ekbatan.core.outbox import (
     default_event_types,
     validate_namespace,
 )
+from testsupport.sample_domain import Dimensions, Gadget, GadgetCreated, GadgetPriced, Memo, Shade
 
 
 def test_encoding_uses_camel_case_keys_and_the_class_simple_name():

@@ -10,20 +10,7 @@ from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
-from outbox_support import (
-    T0,
-    Dimensions,
-    Gadget,
-    GadgetCreated,
-    GadgetPriced,
-    GadgetRecolored,
-    GadgetRemoved,
-    Memo,
-    MemoWritten,
-    Shade,
-    SteppingClock,
-    registry_of,
-)
+from outbox_support import T0, SteppingClock, registry_of
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from sqlalchemy.exc import IntegrityError
@@ -48,6 +35,17 @@ from ekbatan.core.outbox import (
     UnexpectedRowCountError,
     default_codec,
     is_action,
+)
+from testsupport.sample_domain import (
+    Dimensions,
+    Gadget,
+    GadgetCreated,
+    GadgetPriced,
+    GadgetRecolored,
+    GadgetRemoved,
+    Memo,
+    MemoWritten,
+    Shade,
 )
 
 GLOBAL = ShardIdentifier(0, 0)

@@ -5,10 +5,11 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from outbox_support import T0, Gadget, GadgetCreated, GadgetRecolored, SteppingClock
+from outbox_support import T0, SteppingClock
 from sqlalchemy.orm import Session
 
 from ekbatan.core import InvalidActionParamsError, record_events
+from testsupport.sample_domain import Gadget, GadgetCreated, GadgetRecolored
 
 
 def insert_gadget(connection, name="alpha"):

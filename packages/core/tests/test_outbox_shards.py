@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
-from outbox_support import Gadget, GadgetCreated, GadgetRecolored, Memo, MemoWritten, registry_of
+from outbox_support import registry_of
 from sqlalchemy.exc import IntegrityError
 
 from ekbatan.core import (
@@ -15,6 +15,7 @@ from ekbatan.core import (
     ShardedUUID,
     ShardIdentifier,
 )
+from testsupport.sample_domain import Gadget, GadgetCreated, GadgetRecolored, Memo, MemoWritten
 
 GLOBAL = ShardIdentifier(0, 0)
 MEXICO = ShardIdentifier(1, 0)

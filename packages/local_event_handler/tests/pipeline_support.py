@@ -1,9 +1,9 @@
-"""Shared by the local event handler's tests: migrated shards, a widget domain, recording handlers."""
+"""Shared by the local event handler's tests: migrated shards holding the sample domain's tables
+(``testsupport.sample_domain``, which the tests import the domain from), recording handlers."""
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -11,14 +11,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ekbatan.core import (
-    Action,
     ActionExecutor,
     DatabaseRegistry,
     ModelEvent,
-    ShardedUUID,
     ShardIdentifier,
     TransactionManager,
     eventlog_tables,
@@ -26,75 +23,10 @@ from ekbatan.core import (
 from ekbatan.local_event_handler import EventEnvelope, EventHandler
 from testsupport import IsolatedDatabase
 from testsupport.eventlog_shards import migrated_shard
+from testsupport.sample_domain import Base, GadgetCreated
 
 NAMESPACE = "test.local_event_handler"
 SHARDS = (ShardIdentifier(0, 0), ShardIdentifier(1, 0))
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Widget(Base):
-    __tablename__ = "widgets"
-
-    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
-    name: Mapped[str] = mapped_column(sa.String(50))
-    color: Mapped[str] = mapped_column(sa.String(20))
-
-
-class Note(Base):
-    __tablename__ = "notes"
-
-    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
-    widget_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
-    text: Mapped[str] = mapped_column(sa.String(200))
-
-
-class AuditEntry(Base):
-    __tablename__ = "audit_entries"
-
-    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
-    note_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
-    widget_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
-
-
-class WidgetCreatedEvent(ModelEvent):
-    name: str
-    color: str
-
-
-class NoteCreatedEvent(ModelEvent):
-    widget_id: uuid.UUID
-    text: str
-
-
-@dataclass(frozen=True)
-class CreateWidget:
-    shard: ShardIdentifier
-    name: str
-    color: str
-
-
-class WidgetCreateAction(Action[CreateWidget, uuid.UUID]):
-    def perform(self, principal: Any, params: CreateWidget) -> uuid.UUID:
-        widget = Widget(id=ShardedUUID.generate(params.shard), name=params.name, color=params.color)
-        self.plan.add(widget, WidgetCreatedEvent(name=params.name, color=params.color))
-        return widget.id
-
-
-@dataclass(frozen=True)
-class CreateNote:
-    widget_id: uuid.UUID
-    text: str
-
-
-class NoteCreateAction(Action[CreateNote, uuid.UUID]):
-    def perform(self, principal: Any, params: CreateNote) -> uuid.UUID:
-        shard = ShardedUUID.shard_of(params.widget_id) or ShardIdentifier.DEFAULT
-        note = Note(id=ShardedUUID.generate(shard), widget_id=params.widget_id, text=params.text)
-        self.plan.add(note, NoteCreatedEvent(widget_id=params.widget_id, text=params.text))
-        return note.id
 
 
 class RecordingHandler(EventHandler[Any]):
@@ -103,7 +35,7 @@ class RecordingHandler(EventHandler[Any]):
     def __init__(
         self,
         name: str,
-        event_class: type[ModelEvent] = WidgetCreatedEvent,
+        event_class: type[ModelEvent] = GadgetCreated,
         *,
         aliases: tuple[str, ...] = (),
         behaviour: Callable[[EventEnvelope[Any], int], None] | None = None,

@@ -21,12 +21,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from pipeline_support import NAMESPACE, CreateWidget, RecordingHandler, WidgetCreateAction
+from pipeline_support import NAMESPACE, RecordingHandler
 
 from ekbatan.core import Action, ActionExecutor, DatabaseRegistry, eventlog_tables
 from ekbatan.core.outbox import UtcClock
 from ekbatan.local_event_handler import EventFanoutJob, EventHandlerRegistry, EventHandlingJob
 from testsupport import wait_until
+from testsupport.sample_domain import GadgetCreateAction, NewGadget
 
 HERE = Path(__file__).resolve().parent
 
@@ -87,9 +88,9 @@ def test_each_handler_span_links_to_or_is_a_child_of_its_actions_span(dialect, o
     producer, consumer = Spans(), Spans()  # two providers: nothing shared but the database
     executor = traced_executor(registry, producer)
     for i in range(3):
-        executor.execute(WidgetCreateAction(), CreateWidget(one_shard.shard, f"w-{i}", "red"))
+        executor.execute(GadgetCreateAction(), NewGadget(one_shard.shard, f"w-{i}", "red"))
     actions = {uuid.UUID(s.attributes["ekbatan.action_id"]): s for s in producer.named("action ")}
-    assert len(actions) == 3 and {s.name for s in actions.values()} == {"action WidgetCreateAction"}
+    assert len(actions) == 3 and {s.name for s in actions.values()} == {"action GadgetCreateAction"}
     # one context kept per action, the action span's own
     traceparents = kept(one_shard)
     assert set(traceparents) == set(actions)
@@ -119,10 +120,10 @@ def test_off_reads_nothing_and_untraced_actions_keep_nothing(dialect, one_shard)
     registry = DatabaseRegistry([one_shard.manager], default_shard=one_shard.shard)
     spans = Spans()
     ActionExecutor(registry, namespace=NAMESPACE).execute(
-        WidgetCreateAction(), CreateWidget(one_shard.shard, "a", "b")
+        GadgetCreateAction(), NewGadget(one_shard.shard, "a", "b")
     )
     assert kept(one_shard) == {}, "an executor without tracing keeps no context"
-    traced_executor(registry, spans).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "c", "d"))
+    traced_executor(registry, spans).execute(GadgetCreateAction(), NewGadget(one_shard.shard, "c", "d"))
     assert len(kept(one_shard)) == 1
     fanout, handling = pipeline(registry, [RecordingHandler("receipts")], spans, context="off")
     drain(fanout)
@@ -131,9 +132,9 @@ def test_off_reads_nothing_and_untraced_actions_keep_nothing(dialect, one_shard)
     assert len(calls) == 2 and all(not call.links and call.parent is None for call in calls)
 
 
-class Refused(Action[CreateWidget, None]):
-    def perform(self, principal: Any, params: CreateWidget) -> None:
-        WidgetCreateAction().perform(principal, params)
+class Refused(Action[NewGadget, None]):
+    def perform(self, principal: Any, params: NewGadget) -> None:
+        GadgetCreateAction().perform(principal, params)
         raise ValueError("out of stock")
 
 
@@ -141,7 +142,7 @@ def test_a_failed_action_has_an_error_span_and_keeps_nothing(dialect, one_shard)
     registry = DatabaseRegistry([one_shard.manager], default_shard=one_shard.shard)
     spans = Spans()
     with pytest.raises(ValueError, match="out of stock"):
-        traced_executor(registry, spans).execute(Refused(), CreateWidget(one_shard.shard, "a", "b"))
+        traced_executor(registry, spans).execute(Refused(), NewGadget(one_shard.shard, "a", "b"))
     [span] = spans.named("action ")
     assert span.name == "action Refused" and span.status.status_code is StatusCode.ERROR
     assert [event.name for event in span.events] == ["exception"]
@@ -157,7 +158,7 @@ def test_a_missing_table_never_fails_an_action_and_says_what_to_run(dialect, one
     executor = traced_executor(registry, spans)
     with caplog.at_level(logging.WARNING, logger="ekbatan.core.outbox.tracing"):
         for i in range(2):
-            executor.execute(WidgetCreateAction(), CreateWidget(one_shard.shard, f"w-{i}", "red"))
+            executor.execute(GadgetCreateAction(), NewGadget(one_shard.shard, f"w-{i}", "red"))
     warnings = [r.getMessage() for r in caplog.records if r.name == "ekbatan.core.outbox.tracing"]
     assert len(warnings) == 1 and "run 'ekbatan migrate' (eventlog 3)" in warnings[0], warnings
     assert len(one_shard.events()) == 2
@@ -192,7 +193,7 @@ def test_a_handler_in_another_process_links_to_the_action(one_shard, tmp_path):
     registry = DatabaseRegistry([one_shard.manager], default_shard=one_shard.shard)
     producer = Spans()
     executor = traced_executor(registry, producer)
-    executor.execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red"))
+    executor.execute(GadgetCreateAction(), NewGadget(one_shard.shard, "w", "red"))
     [action] = producer.named("action ")
     out = tmp_path / "spans.json"
     node = subprocess.run(

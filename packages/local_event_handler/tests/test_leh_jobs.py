@@ -6,14 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from pipeline_support import (
-    CreateWidget,
-    RecordingHandler,
-    WidgetCreateAction,
-    WidgetCreatedEvent,
-    executor_for,
-    registry_of,
-)
+from pipeline_support import RecordingHandler, executor_for, registry_of
 
 from ekbatan.core import DatabaseRegistry, LocalEventHandlerConfig, record_events, settings_from_document
 from ekbatan.core.outbox import UtcClock
@@ -30,6 +23,7 @@ from ekbatan.local_event_handler import (
 )
 from ekbatan.local_event_handler.listening import ShardListeners
 from testsupport import wait_until
+from testsupport.sample_domain import GadgetCreateAction, GadgetCreated, NewGadget
 
 UNREACHABLE = "postgresql+psycopg://nobody@unreachable.invalid:5432/none"
 
@@ -211,7 +205,7 @@ def test_a_real_job_registry_delivers_and_releases_both_rows_at_shutdown(one_sha
     )
     # Written before the jobs start: the fan-out's first round finds it and wakes the handling
     # job in this process, so it is delivered without waiting a poll delay on any dialect.
-    executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red"))
+    executor_for(registry).execute(GadgetCreateAction(), NewGadget(one_shard.shard, "w", "red"))
     job_registry.start()
     try:
         wait_until(lambda: email.calls == 1, timeout=60, message="the handler was called")
@@ -236,7 +230,7 @@ def test_an_action_commit_wakes_the_listening_fanout(one_shard):
     try:
         assert listeners.ready.wait(10)
         wakeup.clear()
-        executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red"))
+        executor_for(registry).execute(GadgetCreateAction(), NewGadget(one_shard.shard, "w", "red"))
         assert wakeup.wait(5), "no notification arrived for the committed action"
     finally:
         listeners.stop()
@@ -272,7 +266,7 @@ def test_a_rolled_back_action_sends_no_wakeup_and_fanout_wakes_handling(one_shar
         with pytest.raises(Boom), one_shard.manager.primary.begin() as connection:
             record_events(
                 connection,
-                [WidgetCreatedEvent(name="w", color="red")],
+                [GadgetCreated(name="w", color="red")],
                 action_name="Rejected",
                 params={},
                 namespace="shop",
@@ -280,7 +274,7 @@ def test_a_rolled_back_action_sends_no_wakeup_and_fanout_wakes_handling(one_shar
             )
             raise Boom("rolled back")
         assert not events_woken.wait(0.5)
-        executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w2", "blue"))
+        executor_for(registry).execute(GadgetCreateAction(), NewGadget(one_shard.shard, "w2", "blue"))
         assert events_woken.wait(5)
         assert not notifications_woken.is_set()
         assert fanout.drain_one_round()

@@ -10,21 +10,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from pipeline_support import (
-    AuditEntry,
-    CreateNote,
-    CreateWidget,
-    Note,
-    NoteCreateAction,
-    NoteCreatedEvent,
-    OffsetClock,
-    RecordingHandler,
-    SettableClock,
-    WidgetCreateAction,
-    WidgetCreatedEvent,
-    executor_for,
-    registry_of,
-)
+from pipeline_support import OffsetClock, RecordingHandler, SettableClock, executor_for, registry_of
 
 from ekbatan.core import ShardedUUID, ShardIdentifier
 from ekbatan.core.outbox import UtcClock
@@ -36,6 +22,16 @@ from ekbatan.local_event_handler import (
     EventHandlingJob,
 )
 from testsupport import wait_until
+from testsupport.sample_domain import (
+    AuditEntry,
+    GadgetCreateAction,
+    GadgetCreated,
+    NewGadget,
+    NewNote,
+    Note,
+    NoteCreateAction,
+    NoteCreated,
+)
 
 COLORS = ("red", "green", "blue")
 
@@ -63,11 +59,11 @@ def jobs(registry, handlers, *, clock=None, handling_clock=None, **handling_opti
     return fanout, handling
 
 
-def create_widgets(executor, shards, count):
+def create_gadgets(executor, shards, count):
     ids = []
     for i in range(count):
         shard = shards[i % len(shards)].shard
-        ids.append(executor.execute(WidgetCreateAction(), CreateWidget(shard, f"widget-{i}", COLORS[i % 3])))
+        ids.append(executor.execute(GadgetCreateAction(), NewGadget(shard, f"gadget-{i}", COLORS[i % 3])))
     return ids
 
 
@@ -84,7 +80,7 @@ def test_happy_path_one_notification_per_handler_then_all_succeed(shards):
     email, indexer = RecordingHandler("email"), RecordingHandler("indexer")
     fanout, handling = jobs(registry, [email, indexer])
     try:
-        ids = create_widgets(executor_for(registry), shards, 3)
+        ids = create_gadgets(executor_for(registry), shards, 3)
         assert total(shards, lambda s: len(s.events(delivered=False))) == 3
         assert all(len(s.events(delivered=False)) > 0 for s in shards)
         assert count_state(shards, "PENDING") == 0
@@ -102,15 +98,15 @@ def test_happy_path_one_notification_per_handler_then_all_succeed(shards):
         assert (email.calls, indexer.calls) == (3, 3)
         for handler in (email, indexer):
             got = sorted((e.event.model_id, e.event.name, e.event.color) for e in handler.received)
-            want = sorted((str(w), f"widget-{i}", COLORS[i % 3]) for i, w in enumerate(ids))
+            want = sorted((str(w), f"gadget-{i}", COLORS[i % 3]) for i, w in enumerate(ids))
             assert got == want
         envelope = email.received[0]
-        assert isinstance(envelope.event, WidgetCreatedEvent)
-        assert envelope.action_name == "WidgetCreateAction"
+        assert isinstance(envelope.event, GadgetCreated)
+        assert envelope.action_name == "GadgetCreateAction"
         assert envelope.namespace == "test.local_event_handler"
-        assert envelope.model_type == "Widget"
+        assert envelope.model_type == "Gadget"
         assert envelope.event_date == envelope.completion_date >= envelope.started_date
-        assert envelope.action_params["name"].startswith("widget-")
+        assert envelope.action_params["name"].startswith("gadget-")
         rows = [r for s in shards for r in s.notifications(handler_name="email")]
         assert all(r.attempts == 1 for r in rows)
         assert handling.drain_one_round() is False
@@ -123,8 +119,8 @@ def test_events_without_subscriber_stay_undelivered_until_a_handler_is_deployed(
     registry = registry_of(shards)
     executor = executor_for(registry)
     for s in shards:
-        executor.execute(WidgetCreateAction(), CreateWidget(s.shard, "lonely", "grey"))
-    other = RecordingHandler("notes-only", NoteCreatedEvent)
+        executor.execute(GadgetCreateAction(), NewGadget(s.shard, "lonely", "grey"))
+    other = RecordingHandler("notes-only", NoteCreated)
     fanout, _ = jobs(registry, [other])
     assert fanout.drain_one_round() is False
     assert total(shards, lambda s: len(s.events(delivered=False))) == len(shards)
@@ -158,7 +154,7 @@ def lambda_action():
 def test_fanout_again_of_the_same_events_creates_no_duplicates(one_shard):
     """A replica that lags re-reads delivered events: the unique key absorbs the repeat."""
     registry = registry_of([one_shard])
-    create_widgets(executor_for(registry), [one_shard], 2)
+    create_gadgets(executor_for(registry), [one_shard], 2)
     fanout, _ = jobs(registry, [RecordingHandler("email"), RecordingHandler("indexer")])
     assert fanout.drain_one_round()
     events = one_shard._tables().events
@@ -170,7 +166,7 @@ def test_fanout_again_of_the_same_events_creates_no_duplicates(one_shard):
 
 def test_notifications_are_due_from_their_event_date(one_shard):
     registry = registry_of([one_shard])
-    create_widgets(executor_for(registry), [one_shard], 1)
+    create_gadgets(executor_for(registry), [one_shard], 1)
     fanout, _ = jobs(registry, [RecordingHandler("email")], clock=OffsetClock(timedelta(hours=1)))
     fanout.drain_one_round()
     (row,) = one_shard.notifications()
@@ -190,7 +186,7 @@ def test_flaky_handler_is_retried_until_it_succeeds(one_shard):
     flaky = RecordingHandler("flaky", behaviour=fail_twice)
     fanout, handling = jobs(registry, [flaky], max_backoff_cap=timedelta(milliseconds=10))
     try:
-        create_widgets(executor_for(registry), [one_shard], 1)
+        create_gadgets(executor_for(registry), [one_shard], 1)
         fanout.drain_one_round()
 
         def succeeded():
@@ -214,7 +210,7 @@ def test_backoff_doubles_from_30_seconds_up_to_the_cap_on_a_stepped_clock(one_sh
     fanout, handling = jobs(registry, [always], clock=clock, max_backoff_cap=timedelta(minutes=2))
     try:
         ActionClockExecutor(registry, clock).execute(
-            WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red")
+            GadgetCreateAction(), NewGadget(one_shard.shard, "w", "red")
         )
         fanout.drain_one_round()
         waits = []
@@ -253,7 +249,7 @@ def test_preflight_expiry_never_calls_the_handler(shards):
         retention_window=timedelta(seconds=7),
     )
     try:
-        create_widgets(executor_for(registry), shards, 3)
+        create_gadgets(executor_for(registry), shards, 3)
         fanout.drain_one_round()
         assert count_state(shards, "PENDING") == 3
         assert handling.drain_one_round() is True
@@ -276,7 +272,7 @@ def test_always_failing_handler_expires_after_the_retention_window(shards, caplo
         retention_window=timedelta(milliseconds=200),
     )
     try:
-        create_widgets(executor_for(registry), shards, 3)
+        create_gadgets(executor_for(registry), shards, 3)
         fanout.drain_one_round()
 
         def all_expired():
@@ -306,7 +302,7 @@ def test_a_fatal_error_in_one_handler_keeps_its_siblings_outcome(one_shard):
     broken, email = RecordingHandler("broken", behaviour=fatal), RecordingHandler("email")
     fanout, handling = jobs(registry, [broken, email])
     try:
-        create_widgets(executor_for(registry), [one_shard], 1)
+        create_gadgets(executor_for(registry), [one_shard], 1)
         fanout.drain_one_round()
         handling.drain_one_round()
         assert (broken.calls, email.calls) == (1, 1)
@@ -337,7 +333,7 @@ def test_the_decision_uses_the_clock_after_the_handlers_returned(one_shard):
     )
     try:
         ActionClockExecutor(registry, clock).execute(
-            WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red")
+            GadgetCreateAction(), NewGadget(one_shard.shard, "w", "red")
         )
         fanout.drain_one_round()
         handling.drain_one_round()
@@ -351,7 +347,7 @@ def test_the_decision_uses_the_clock_after_the_handlers_returned(one_shard):
 
 def test_a_renamed_handler_drains_rows_written_under_its_alias(one_shard):
     registry = registry_of([one_shard])
-    create_widgets(executor_for(registry), [one_shard], 2)
+    create_gadgets(executor_for(registry), [one_shard], 2)
     old_fanout, _ = jobs(registry, [RecordingHandler("mailer")])
     old_fanout.drain_one_round()
     assert {r.handler_name for r in one_shard.notifications()} == {"mailer"}
@@ -362,7 +358,7 @@ def test_a_renamed_handler_drains_rows_written_under_its_alias(one_shard):
         handling.drain_one_round()
         assert renamed.calls == 2
         assert one_shard.count_notifications("SUCCEEDED") == 2
-        create_widgets(executor_for(registry), [one_shard], 1)
+        create_gadgets(executor_for(registry), [one_shard], 1)
         fanout.drain_one_round()
         assert [r.handler_name for r in one_shard.notifications(state="PENDING")] == ["email"]
     finally:
@@ -371,7 +367,7 @@ def test_a_renamed_handler_drains_rows_written_under_its_alias(one_shard):
 
 def test_a_handler_removed_from_code_fails_clearly_until_it_expires(one_shard, caplog):
     registry = registry_of([one_shard])
-    create_widgets(executor_for(registry), [one_shard], 1)
+    create_gadgets(executor_for(registry), [one_shard], 1)
     gone_fanout, _ = jobs(registry, [RecordingHandler("gone"), RecordingHandler("email")])
     gone_fanout.drain_one_round()
     email = RecordingHandler("email")
@@ -401,7 +397,7 @@ def test_handlers_of_one_round_run_in_parallel(one_shard):
     handlers = [RecordingHandler(f"h{i}", behaviour=meet) for i in range(3)]
     fanout, handling = jobs(registry, handlers)
     try:
-        create_widgets(executor_for(registry), [one_shard], 1)
+        create_gadgets(executor_for(registry), [one_shard], 1)
         fanout.drain_one_round()
         handling.drain_one_round()
         assert one_shard.count_notifications("SUCCEEDED") == 3
@@ -409,17 +405,17 @@ def test_handlers_of_one_round_run_in_parallel(one_shard):
         handling.close()
 
 
-class AsyncRecorder(EventHandler[WidgetCreatedEvent]):
+class AsyncRecorder(EventHandler[GadgetCreated]):
     def __init__(self, name, started: asyncio.Event | None = None) -> None:
         self._name = name
-        self.received: list[EventEnvelope[WidgetCreatedEvent]] = []
+        self.received: list[EventEnvelope[GadgetCreated]] = []
         self.loops: set[int] = set()
 
     def name(self):
         return self._name
 
     def event_type(self):
-        return WidgetCreatedEvent
+        return GadgetCreated
 
     async def handle(self, envelope):
         self.loops.add(id(asyncio.get_running_loop()))
@@ -441,7 +437,7 @@ def test_async_and_sync_handlers_run_side_by_side(one_shard):
     sync_handler = RecordingHandler("sync", behaviour=wait_for_async)
     fanout, handling = jobs(registry, [sync_handler, async_handler])
     try:
-        create_widgets(executor_for(registry), [one_shard], 2)
+        create_gadgets(executor_for(registry), [one_shard], 2)
         fanout.drain_one_round()
         handling.drain_one_round()
         assert gate.is_set()
@@ -464,7 +460,7 @@ def test_a_hung_handler_times_out_without_stalling_its_siblings(one_shard):
     email = RecordingHandler("email")
     fanout, handling = jobs(registry, [hung, email], handler_timeout=timedelta(milliseconds=300))
     try:
-        create_widgets(executor_for(registry), [one_shard], 1)
+        create_gadgets(executor_for(registry), [one_shard], 1)
         fanout.drain_one_round()
         handling.drain_one_round()
         assert not hung_returned.is_set(), "the round ended only when the hung call did"
@@ -479,7 +475,7 @@ def test_a_hung_handler_times_out_without_stalling_its_siblings(one_shard):
 def test_a_stale_overlapping_run_cannot_overwrite_succeeded(one_shard):
     """Two handling runs read the same due row; the slower one's failure must not win."""
     registry = registry_of([one_shard])
-    create_widgets(executor_for(registry), [one_shard], 1)
+    create_gadgets(executor_for(registry), [one_shard], 1)
     in_handler, let_fail = threading.Event(), threading.Event()
 
     def stall_then_fail(envelope, call):
@@ -507,12 +503,12 @@ def test_a_stale_overlapping_run_cannot_overwrite_succeeded(one_shard):
         fresh.close()
 
 
-def test_listen_to_yourself_a_handler_runs_an_action_on_the_widgets_shard(shards):
+def test_listen_to_yourself_a_handler_runs_an_action_on_the_gadgets_shard(shards):
     registry = registry_of(shards)
     executor = executor_for(registry)
     last = shards[-1]
 
-    class AutoNote(EventHandler[WidgetCreatedEvent]):
+    class AutoNote(EventHandler[GadgetCreated]):
         def __init__(self):
             self.calls = 0
 
@@ -520,24 +516,24 @@ def test_listen_to_yourself_a_handler_runs_an_action_on_the_widgets_shard(shards
             return "auto-note"
 
         def event_type(self):
-            return WidgetCreatedEvent
+            return GadgetCreated
 
         def handle(self, envelope):
             self.calls += 1
             executor.execute(
                 NoteCreateAction(),
-                CreateNote(
-                    widget_id=uuid.UUID(envelope.event.model_id),
-                    text=f"auto-note for widget {envelope.event.name}",
+                NewNote(
+                    gadget_id=uuid.UUID(envelope.event.model_id),
+                    text=f"auto-note for gadget {envelope.event.name}",
                 ),
             )
 
-    class AuditWriter(EventHandler[NoteCreatedEvent]):
+    class AuditWriter(EventHandler[NoteCreated]):
         def name(self):
             return "audit-writer"
 
         def event_type(self):
-            return NoteCreatedEvent
+            return NoteCreated
 
         def handle(self, envelope):
             note_id = uuid.UUID(envelope.event.model_id)
@@ -545,19 +541,19 @@ def test_listen_to_yourself_a_handler_runs_an_action_on_the_widgets_shard(shards
             with registry.transaction(shard) as connection:
                 connection.execute(
                     sa.insert(AuditEntry.__table__).values(
-                        id=ShardedUUID.generate(shard), note_id=note_id, widget_id=envelope.event.widget_id
+                        id=ShardedUUID.generate(shard), note_id=note_id, gadget_id=envelope.event.gadget_id
                     )
                 )
 
-    auto, recorder, audit = AutoNote(), RecordingHandler("note-recorder", NoteCreatedEvent), AuditWriter()
+    auto, recorder, audit = AutoNote(), RecordingHandler("note-recorder", NoteCreated), AuditWriter()
     fanout, handling = jobs(registry, [auto, recorder, audit])
     try:
-        widget_id = executor.execute(WidgetCreateAction(), CreateWidget(last.shard, "alpha", "red"))
+        gadget_id = executor.execute(GadgetCreateAction(), NewGadget(last.shard, "alpha", "red"))
         fanout.drain_one_round()
         handling.drain_one_round()
         assert auto.calls == 1
         (note,) = last.rows(Note)
-        assert note.widget_id == widget_id and note.text == "auto-note for widget alpha"
+        assert note.gadget_id == gadget_id and note.text == "auto-note for gadget alpha"
         assert ShardedUUID.shard_of(note.id) == last.shard
         assert last.rows(AuditEntry) == []
 
@@ -567,7 +563,7 @@ def test_listen_to_yourself_a_handler_runs_an_action_on_the_widgets_shard(shards
         assert recorder.received[0].event.model_id == str(note.id)
         assert recorder.received[0].event.text == note.text
         (entry,) = last.rows(AuditEntry)
-        assert (entry.note_id, entry.widget_id) == (note.id, widget_id)
+        assert (entry.note_id, entry.gadget_id) == (note.id, gadget_id)
         assert ShardedUUID.shard_of(entry.id) == last.shard
         assert auto.calls == 1
     finally:
@@ -580,7 +576,7 @@ def test_a_failing_shard_fails_the_round_after_the_others_finished(shards):
     email = RecordingHandler("email")
     fanout, handling = jobs(registry, [email])
     try:
-        create_widgets(executor_for(registry), shards, 2)
+        create_gadgets(executor_for(registry), shards, 2)
         broken = shards[1]
         broken.execute(sa.text(f"ALTER TABLE {broken.eventlog}.event_notifications RENAME TO gone"))
         with pytest.raises(Exception, match=r"fan-out of shard \(1,0\) failed") as raised:
@@ -608,11 +604,11 @@ def test_hung_handlers_holding_every_thread_do_not_starve_the_next_round(one_sha
         registry, [hung_a, hung_b], handler_timeout=timedelta(milliseconds=300), batch_size=2
     )
     try:
-        create_widgets(executor_for(registry), [one_shard], 1)
+        create_gadgets(executor_for(registry), [one_shard], 1)
         fanout.drain_one_round()
         handling.drain_one_round()
         assert sorted(r.handler_name for r in one_shard.notifications(state="FAILED")) == ["a", "b"]
-        executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "second", "red"))
+        executor_for(registry).execute(GadgetCreateAction(), NewGadget(one_shard.shard, "second", "red"))
         fanout.drain_one_round()
         handling.drain_one_round()
         assert not hung_returned.is_set(), "round two waited behind the hung threads"

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from pipeline_support import RecordingHandler, Widget, executor_for, registry_of
+from pipeline_support import RecordingHandler, executor_for, registry_of
 
 from ekbatan.core import Action, ModelEvent, ShardedUUID, ShardIdentifier
 from ekbatan.core.outbox import UtcClock
 from ekbatan.local_event_handler import EventFanoutJob, EventHandlerRegistry, EventHandlingJob
+from testsupport.sample_domain import Gadget
 
 HOSTILE = {
     "quotes": 'it\'s "quoted" `back`',
@@ -38,9 +39,9 @@ class RecordHostile:
 
 class RecordHostileAction(Action[RecordHostile, uuid.UUID]):
     def perform(self, principal: Any, params: RecordHostile) -> uuid.UUID:
-        widget = Widget(id=ShardedUUID.generate(params.shard), name="w", color="red")
-        self.plan.add(widget, HostileEvent(text=params.text, by_key={params.text: params.text}))
-        return widget.id
+        gadget = Gadget(id=ShardedUUID.generate(params.shard), name="w", color="red")
+        self.plan.add(gadget, HostileEvent(text=params.text, by_key={params.text: params.text}))
+        return gadget.id
 
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
@@ -64,7 +65,7 @@ def test_hostile_payloads_reach_the_handler_intact(one_shard, kind, dialect):
             # PostgreSQL's json/text cannot hold NUL: refused when recorded, nothing half-stored.
             assert dialect == "postgres" and "\x00" in value, f"{kind}: {type(error).__name__}: {error}"
             assert "\\u0000" in str(error) or "NUL" in str(error) or "0x00" in str(error), str(error)
-            assert one_shard.events() == [] and one_shard.rows(Widget) == []
+            assert one_shard.events() == [] and one_shard.rows(Gadget) == []
             return
         assert fanout.drain_one_round() is True
         assert handling.drain_one_round() is True

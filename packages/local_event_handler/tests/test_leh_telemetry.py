@@ -17,14 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from pipeline_support import (
-    CreateWidget,
-    RecordingHandler,
-    SettableClock,
-    WidgetCreateAction,
-    executor_for,
-    registry_of,
-)
+from pipeline_support import RecordingHandler, SettableClock, executor_for, registry_of
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,6 +32,7 @@ from ekbatan.local_event_handler import (
     event_pipeline_jobs,
 )
 from testsupport import wait_until
+from testsupport.sample_domain import GadgetCreateAction, NewGadget
 
 #: a handler call or a delivery in these tests takes far less
 BOUND = 30.0
@@ -108,10 +102,10 @@ def drain(job: Any) -> None:
     wait_until(lambda: not job.drain_one_round(), timeout=30, message=f"{job} drained")
 
 
-def create_widgets(registry: DatabaseRegistry, shards: list[Any], count: int) -> None:
+def create_gadgets(registry: DatabaseRegistry, shards: list[Any], count: int) -> None:
     executor = executor_for(registry)
     for i in range(count):
-        executor.execute(WidgetCreateAction(), CreateWidget(shards[i % len(shards)].shard, f"w-{i}", "red"))
+        executor.execute(GadgetCreateAction(), NewGadget(shards[i % len(shards)].shard, f"w-{i}", "red"))
 
 
 def assert_no_id_attribute(points: dict[str, list[Any]]) -> None:
@@ -128,7 +122,7 @@ def test_counts_lags_durations_gauges_and_spans_match_the_events_handled(dialect
     fanout, handling = jobs(registry, [receipts, audit], telemetry)
     events = 7
     try:
-        create_widgets(registry, shards, events)
+        create_gadgets(registry, shards, events)
         # before the fan-out: nothing delivered, nothing counted, no notification waits
         before = telemetry.points()
         assert "ekbatan.events.recorded" not in before
@@ -138,7 +132,7 @@ def test_counts_lags_durations_gauges_and_spans_match_the_events_handled(dialect
         drain(fanout)
         points = telemetry.points()
         [recorded] = points["ekbatan.events.recorded"]
-        assert dict(recorded.attributes) == {"event_type": "WidgetCreatedEvent"}
+        assert dict(recorded.attributes) == {"event_type": "GadgetCreated"}
         assert recorded.value == events
         states = by_attributes(points["ekbatan.notifications"])
         for handler in ("receipts", "audit"):
@@ -184,7 +178,7 @@ def test_counts_lags_durations_gauges_and_spans_match_the_events_handled(dialect
             assert span.attributes["messaging.system"] == "ekbatan"
             assert span.attributes["messaging.operation.name"] == "process"
             assert span.attributes["messaging.destination.name"] == span.attributes["ekbatan.handler"]
-            assert span.attributes["ekbatan.event_type"] == "WidgetCreatedEvent"
+            assert span.attributes["ekbatan.event_type"] == "GadgetCreated"
             assert span.attributes["ekbatan.result"] == "succeeded"
             assert span.status.status_code is not StatusCode.ERROR
     finally:
@@ -201,7 +195,7 @@ def test_a_failing_handler_is_measured_as_failed_then_succeeded_and_its_span_rec
     flaky = RecordingHandler("flaky", behaviour=fail_first)
     fanout, handling = jobs(registry, [flaky], telemetry, clock=clock)
     try:
-        create_widgets(registry, [one_shard], 1)
+        create_gadgets(registry, [one_shard], 1)
         drain(fanout)
         drain(handling)
         points = telemetry.points()
@@ -252,7 +246,7 @@ def test_an_async_handler_runs_inside_its_span(dialect, one_shard):
 
     fanout, handling = jobs(registry, [AsyncHandler("async-audit")], telemetry)
     try:
-        create_widgets(registry, [one_shard], 1)
+        create_gadgets(registry, [one_shard], 1)
         drain(fanout)
         drain(handling)
         [span] = telemetry.spans.get_finished_spans()
@@ -375,7 +369,7 @@ def test_event_pipeline_jobs_gives_both_jobs_the_telemetry(dialect, one_shard):
         telemetry=EventPipelineTelemetry(**telemetry.options()),
     )
     try:
-        create_widgets(registry, [one_shard], 3)
+        create_gadgets(registry, [one_shard], 3)
         drain(fanout)
         drain(handling)
         points = telemetry.points()
@@ -424,14 +418,14 @@ def test_a_prometheus_registry_without_an_sdk_serves_exact_counts(dialect, shard
     events, both = 5, ("receipts", "flaky")
     zeros = {(("handler", h), ("state", s)): 0 for h in both for s in ("pending", "failed")}
     try:
-        create_widgets(registry, shards, events)
+        create_gadgets(registry, shards, events)
         before = scrape(prom)
         assert RECORDED not in before and CALLS not in before and LAGS not in before
         assert before[WAITING] == zeros
 
         drain(fanout)
         samples = scrape(prom)
-        assert samples[RECORDED] == {(("event_type", "WidgetCreatedEvent"),): events}
+        assert samples[RECORDED] == {(("event_type", "GadgetCreated"),): events}
         assert samples[WAITING] == {key: events if ("state", "pending") in key else 0 for key in zeros}
         assert all(0 < sample(samples, AGES, handler=h) < 60 + BOUND for h in both)  # clock: a minute ahead
 
@@ -454,8 +448,8 @@ def test_a_prometheus_registry_without_an_sdk_serves_exact_counts(dialect, shard
         assert samples[CALLS] == {**calls, (("handler", "flaky"), ("result", "succeeded")): events}
         assert set(samples[LAGS].values()) == {events}  # a retry is no delivery: not measured again
         assert samples[WAITING] == zeros and set(samples[AGES].values()) == {0}
-        assert samples[RECORDED] == {(("event_type", "WidgetCreatedEvent"),): events}
-        names = {"WidgetCreatedEvent", *both, "pending", "failed", "succeeded"}
+        assert samples[RECORDED] == {(("event_type", "GadgetCreated"),): events}
+        names = {"GadgetCreated", *both, "pending", "failed", "succeeded"}
         for name, series in samples.items():  # every label is a name, never an id
             for key, value in (pair for labels in series for pair in labels):
                 assert key in {"event_type", "handler", "result", "state", "le"}, (name, key)
@@ -472,7 +466,7 @@ def test_an_sdk_reader_and_a_prometheus_registry_report_the_same_counts(dialect,
     fanout, handling = jobs(registry, handlers, telemetry.options(prometheus_registry=prom), clock=clock)
     events = 4
     try:
-        create_widgets(registry, [one_shard], events)
+        create_gadgets(registry, [one_shard], events)
         drain(fanout)
         drain(handling)
         points, samples = telemetry.points(), scrape(prom)

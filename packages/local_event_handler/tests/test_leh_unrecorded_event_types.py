@@ -6,14 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from pipeline_support import (
-    CreateWidget,
-    NoteCreatedEvent,
-    RecordingHandler,
-    WidgetCreateAction,
-    executor_for,
-    registry_of,
-)
+from pipeline_support import RecordingHandler, executor_for, registry_of
 
 from ekbatan.core import UtcClock
 from ekbatan.local_event_handler import (
@@ -22,6 +15,7 @@ from ekbatan.local_event_handler import (
     UnrecordedSubscription,
     unrecorded_subscriptions,
 )
+from testsupport.sample_domain import GadgetCreateAction, NewGadget, NoteCreated
 
 LOGGER = "ekbatan.local_event_handler"
 
@@ -47,32 +41,30 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_the_fanout_warns_once_about_a_handler_of_an_event_type_nobody_records(one_shard, caplog):
     caplog.set_level(logging.WARNING, logger=LOGGER)
     registry = registry_of([one_shard])
-    executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red"))
-    widgets, notes = RecordingHandler("widget-mail"), RecordingHandler("note-mail", NoteCreatedEvent)
-    fanout = fanout_of(registry, [widgets, notes])
+    executor_for(registry).execute(GadgetCreateAction(), NewGadget(one_shard.shard, "w", "red"))
+    gadgets, notes = RecordingHandler("gadget-mail"), RecordingHandler("note-mail", NoteCreated)
+    fanout = fanout_of(registry, [gadgets, notes])
     try:
         assert fanout.drain_one_round()
         fanout.drain_one_round()
     finally:
         fanout.close()
     [line] = warnings(caplog)
-    assert "handler 'note-mail' subscribes to event type 'NoteCreatedEvent'" in line
+    assert "handler 'note-mail' subscribes to event type 'NoteCreated'" in line
     assert str(one_shard.shard) in line
 
 
 def test_an_empty_eventlog_says_nothing_about_any_handler(one_shard, caplog):
     caplog.set_level(logging.WARNING, logger=LOGGER)
     registry = registry_of([one_shard])
-    fanout = fanout_of(registry, [RecordingHandler("note-mail", NoteCreatedEvent)])
+    fanout = fanout_of(registry, [RecordingHandler("note-mail", NoteCreated)])
     try:
         fanout.drain_one_round()
     finally:
         fanout.close()
     assert warnings(caplog) == []
     with one_shard.manager.primary.connect() as connection:
-        registry_ = (
-            EventHandlerRegistry.builder().with_handler(RecordingHandler("x", NoteCreatedEvent)).build()
-        )
+        registry_ = EventHandlerRegistry.builder().with_handler(RecordingHandler("x", NoteCreated)).build()
         assert (
             unrecorded_subscriptions(connection, one_shard.manager.dialect, one_shard.eventlog, registry_)
             is None
@@ -81,14 +73,14 @@ def test_an_empty_eventlog_says_nothing_about_any_handler(one_shard, caplog):
 
 def test_unrecorded_subscriptions_lists_every_handler_of_a_missing_type(one_shard):
     registry = registry_of([one_shard])
-    executor_for(registry).execute(WidgetCreateAction(), CreateWidget(one_shard.shard, "w", "red"))
+    executor_for(registry).execute(GadgetCreateAction(), NewGadget(one_shard.shard, "w", "red"))
     handlers = (
         EventHandlerRegistry.builder()
         .with_handlers(
             [
-                RecordingHandler("a", NoteCreatedEvent),
+                RecordingHandler("a", NoteCreated),
                 RecordingHandler("b"),
-                RecordingHandler("c", NoteCreatedEvent),
+                RecordingHandler("c", NoteCreated),
             ]
         )
         .build()
@@ -96,6 +88,6 @@ def test_unrecorded_subscriptions_lists_every_handler_of_a_missing_type(one_shar
     with one_shard.manager.primary.connect() as connection:
         found = unrecorded_subscriptions(connection, one_shard.manager.dialect, one_shard.eventlog, handlers)
     assert found == [
-        UnrecordedSubscription("a", "NoteCreatedEvent"),
-        UnrecordedSubscription("c", "NoteCreatedEvent"),
+        UnrecordedSubscription("a", "NoteCreated"),
+        UnrecordedSubscription("c", "NoteCreated"),
     ]
