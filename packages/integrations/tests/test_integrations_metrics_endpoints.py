@@ -73,6 +73,7 @@ def test_an_empty_section_means_its_defaults():
         ),
         ("action-context", "child", "write link (a handler call's span links to the span of the action"),
         ("metrics-port", 70000, "must be a TCP port from 1 to 65535 (0: any free port), got 70000"),
+        ("metrics-port", "nine", "must be a TCP port number, got 'nine'; write e.g. 9464"),
         ("gauge-interval", "PT0S", "must be positive, got PT0S; write e.g. PT30S"),
         ("gauge-interval", "thirty seconds", "PT"),
         ("metrics", "perhaps", "bool"),

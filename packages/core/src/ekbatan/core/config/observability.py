@@ -68,6 +68,14 @@ class ObservabilityConfig(KeyFoldingModel):
             )
         return value
 
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _a_port_number(cls, value: Any) -> Any:
+        # pydantic's own "valid integer" message names no port to write: say it here
+        if (isinstance(value, str) and not value.strip().isdigit()) or isinstance(value, bool | float):
+            raise ValueError(f"must be a TCP port number, got {value!r}; write e.g. 9464")
+        return value
+
     @field_validator("metrics_port")
     @classmethod
     def _a_port(cls, value: int | None) -> int | None:
