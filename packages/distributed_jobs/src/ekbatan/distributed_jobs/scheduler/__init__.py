@@ -58,6 +58,7 @@ from ekbatan.distributed_jobs.scheduler._observability import (
     SchedulerEventType,
     SchedulerListener,
 )
+from ekbatan.distributed_jobs.scheduler._polling.change_watch import ChangeWatch
 from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, PickleSerializer, Serializer
@@ -80,6 +81,7 @@ from ekbatan.distributed_jobs.scheduler._table.listing import (
     ScheduledExecutionsFilter,
     TaskSummary,
 )
+from ekbatan.distributed_jobs.scheduler._table.node_claims import NodeClaims
 from ekbatan.distributed_jobs.scheduler._table.rows import COLUMNS as TABLE_COLUMNS
 from ekbatan.distributed_jobs.scheduler._tasks.builders import Tasks
 from ekbatan.distributed_jobs.scheduler._tasks.completion import (
@@ -212,6 +214,7 @@ __all__ = [
     "MaxRetries",
     "MisfirePolicy",
     "MissedSlots",
+    "NodeClaims",
     "OnCompleteDoNothing",
     "OnCompleteRemove",
     "OnCompleteReplace",
@@ -238,6 +241,7 @@ __all__ = [
     "Scheduler",
     "SchedulerBuilder",
     "SchedulerClient",
+    "ChangeWatch",
     "SchedulerError",
     "SchedulerEventType",
     "SchedulerListener",

@@ -28,6 +28,7 @@ from ekbatan.distributed_jobs.scheduler._errors import (
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
 from ekbatan.distributed_jobs.scheduler._instances import InstanceKey, SchedulableInstance, TaskInstance
 from ekbatan.distributed_jobs.scheduler._instances import instance_key as _key
+from ekbatan.distributed_jobs.scheduler._polling.change_watch import ChangeWatch, watch_changes
 from ekbatan.distributed_jobs.scheduler._polling.wakeups import channel_for
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
 from ekbatan.distributed_jobs.scheduler._table.listing import (
@@ -35,6 +36,7 @@ from ekbatan.distributed_jobs.scheduler._table.listing import (
     ScheduledExecutionsFilter,
     TaskSummary,
 )
+from ekbatan.distributed_jobs.scheduler._table.node_claims import NodeClaims, read_node_claims
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler._table.rows import (
     KEEP_DATA,
@@ -120,6 +122,20 @@ class SchedulerClient(OperatorControls):
     @property
     def repository(self) -> TaskRepository:
         return self._repository
+
+    @property
+    def notifies(self) -> bool:
+        """Whether scheduling on this table notifies listeners (PostgreSQL, ``notify`` on), so
+        that :meth:`watch_changes` can hear it."""
+        return self._repository.notify_channel is not None
+
+    def watch_changes(self, on_change: Callable[[], None]) -> ChangeWatch | None:
+        """Call ``on_change()`` (on a thread of the watch's own) each time a process schedules,
+        reschedules, pauses or resumes on this table, as PostgreSQL notifies it; the watch is
+        started, ``stop()`` ends it. None where the database sends no notifications (MySQL,
+        MariaDB, SQLite, or ``notify=False``): poll instead. Completions notify nothing, so a
+        reader showing counts still refreshes now and then."""
+        return watch_changes(self._repository, on_change)
 
     def _time(self, when: When | None, default: Callable[[datetime], datetime] | None = None) -> datetime:
         now = self.clock.now()
@@ -378,6 +394,11 @@ class SchedulerClient(OperatorControls):
         """Per task name, from one grouped read; ``due_at`` also counts the executions due then
         (``TaskSummary.due_count``)."""
         return self._repository.summary_by_task(connection, due_at)
+
+    def claims_by_node(self) -> list[NodeClaims]:
+        """Per scheduler node (``picked_by``) holding picked executions now: how many, and the
+        newest and oldest of their heartbeats (written by that node's clock), by node name."""
+        return read_node_claims(self._repository)
 
     def __repr__(self) -> str:
         r = self._repository

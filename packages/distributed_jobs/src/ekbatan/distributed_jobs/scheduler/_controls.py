@@ -1,6 +1,6 @@
 """The operator's controls of the client: pause and resume (a task name, or one execution),
-dead letters (list, retry), and what is held — the calls behind ``ekbatan tasks pause``,
-``resume``, ``retry`` and ``list --dead``.
+dead letters (list, retry), dropping a held execution, and what is held — the calls behind
+``ekbatan tasks pause``, ``resume``, ``retry``, ``list --dead`` and the operator view's actions.
 
 A task name is paused by a row in ``<table>_pauses``: pollers of this engine then leave its due
 executions in ``scheduled_tasks``, due time and all, until it is resumed. One execution is
@@ -126,6 +126,18 @@ class OperatorControls:
             what = task_name if instance_id is None else f"{task_name}/{instance_id}"
             raise HoldError(f"no dead execution {what} (ekbatan tasks list --dead lists them)")
         return Released(task_name, tuple(back), tuple(left))
+
+    def cancel_held(self, task_name: str, instance_id: str, *, state: HoldState | str | None = None) -> None:
+        """Delete one held execution (dead, or paused one by one) for good; with ``state``, only
+        while it is still held as that. Unlike :meth:`cancel`, it never touches
+        ``scheduled_tasks``: an execution of the same key scheduled there (one resumed or
+        retried meanwhile, or scheduled anew) is left alone. Raises :class:`HoldError` when no
+        such held execution is there."""
+        wanted = None if state is None else HoldState(state)
+        if not self._repository.drop_held(task_name, instance_id, state=wanted):
+            what = f"{task_name}/{instance_id}"
+            held_as = "held" if wanted is None else f"held as {wanted.value}"
+            raise HoldError(f"{what} is not {held_as} (ekbatan tasks list --dead|--paused lists what is)")
 
     def get_held_executions(
         self,

@@ -275,11 +275,15 @@ class Holds(TableAccess):
             "priority": held.priority,
         }
 
-    def drop_held(self, task_name: str, instance_id: str) -> bool:
-        """Delete a held execution for good; whether there was one."""
+    def drop_held(self, task_name: str, instance_id: str, *, state: HoldState | None = None) -> bool:
+        """Delete a held execution for good (only while held as ``state``, when given);
+        whether there was one."""
+        key: dict[str, str] = {"task_name": task_name, "task_instance": instance_id}
+        where = _KEY
+        if state is not None:
+            where, key["state"] = f"{_KEY} AND state = :state", state.value
         with self.engine.begin() as conn:
-            sql = sa.text(f"DELETE FROM {self.held_table} WHERE {_KEY}")
-            return conn.execute(sql, {"task_name": task_name, "task_instance": instance_id}).rowcount == 1
+            return conn.execute(sa.text(f"DELETE FROM {self.held_table} WHERE {where}"), key).rowcount == 1
 
     # ------------------------------------------------------------------ task pauses
     def pause_task(self, task_name: str, *, now: datetime, by: str | None, reason: str | None) -> bool:
