@@ -4,7 +4,8 @@ Actions record events in ``eventlog.events`` in the same transaction as their ch
 distributed jobs deliver them: :class:`EventFanoutJob` writes one
 ``eventlog.event_notifications`` row per (event, subscribed handler), and
 :class:`EventHandlingJob` calls the handlers, retrying failures with capped exponential
-backoff until the retention window ends. Delivery is at least once.
+backoff until the retention window ends. Delivery is at least once. :func:`redrive_notifications`
+sends failed or expired notifications of a handler back for another try.
 """
 
 from ekbatan.local_event_handler._telemetry.settings import EventPipelineTelemetry
@@ -30,6 +31,11 @@ from ekbatan.local_event_handler.handling import (
 )
 from ekbatan.local_event_handler.pipeline import event_pipeline_jobs
 from ekbatan.local_event_handler.pipeline_job import DEFAULT_POLL_DELAY, PipelineJob
+from ekbatan.local_event_handler.redrive import (
+    DEFAULT_REDRIVE_BATCH_SIZE,
+    REDRIVABLE_STATES,
+    redrive_notifications,
+)
 from ekbatan.local_event_handler.shard_rounds import ShardRoundError
 from ekbatan.local_event_handler.states import NotificationState
 
@@ -40,6 +46,7 @@ __all__ = [
     "DEFAULT_HANDLING_NAME",
     "DEFAULT_MAX_BACKOFF_CAP",
     "DEFAULT_POLL_DELAY",
+    "DEFAULT_REDRIVE_BATCH_SIZE",
     "DEFAULT_RETENTION_WINDOW",
     "EventEnvelope",
     "EventFanoutJob",
@@ -53,11 +60,13 @@ __all__ = [
     "HandlerTimeoutError",
     "NotificationState",
     "PipelineJob",
+    "REDRIVABLE_STATES",
     "ShardRoundError",
     "UnrecordedSubscription",
     "backoff_delay",
     "event_handler",
     "event_pipeline_jobs",
     "is_event_handler",
+    "redrive_notifications",
     "unrecorded_subscriptions",
 ]

@@ -13,15 +13,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import click
 import sqlalchemy as sa
 
-from ekbatan.core.migrations import eventlog_tables
 from ekbatan.integrations.cli.app import Invocation, ekbatan_command, main
 from ekbatan.integrations.cli.application import application_options, load_application
 from ekbatan.integrations.cli.tables import format_age, render_table
 from ekbatan.integrations.cli.targets import Shard
-from ekbatan.local_event_handler import NotificationState
-from ekbatan.local_event_handler.states import OPEN_STATES
+from ekbatan.integrations.pipeline_status import read_eventlog_status
+from ekbatan.local_event_handler import REDRIVABLE_STATES, NotificationState, redrive_notifications
 
 __all__ = ["events"]
 
@@ -55,57 +55,33 @@ def _age(now: datetime, oldest: datetime | None) -> float | None:
     return None if oldest is None else round((now - oldest).total_seconds(), 3)
 
 
-def _handler_row(handler: str) -> dict[str, Any]:
-    return {"handler": handler, **{s.lower(): 0 for s in _STATES}, "most_attempts": 0, "_oldest_open": None}
-
-
 def shard_status(
     connection: sa.Connection, shard: Shard, now: datetime, handler_names: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """``handler_names``: handlers listed even without a notification (with zero counts)."""
-    tables = eventlog_tables(shard.primary.dialect, shard.eventlog_schema)
-    events_table, notifications = tables.events, tables.event_notifications
-    undelivered = connection.execute(
-        sa.select(events_table.c.event_type, sa.func.count(), sa.func.min(events_table.c.event_date))
-        .where(events_table.c.delivered == sa.false())
-        .group_by(events_table.c.event_type)
-        .order_by(sa.func.min(events_table.c.event_date))
-    ).all()
-    by_state = connection.execute(
-        sa.select(
-            notifications.c.handler_name,
-            notifications.c.state,
-            sa.func.count(),
-            sa.func.max(notifications.c.attempts),
-            sa.func.min(notifications.c.event_date),
-        )
-        .group_by(notifications.c.handler_name, notifications.c.state)
-        .order_by(notifications.c.handler_name, notifications.c.state)
-    ).all()
-    handlers: dict[str, dict[str, Any]] = {name: _handler_row(name) for name in sorted(handler_names)}
-    for handler, state, count, most_attempts, oldest in by_state:
-        row = handlers.setdefault(handler, _handler_row(handler))
-        row[state.lower()] = int(count)
-        row["most_attempts"] = max(row["most_attempts"], int(most_attempts or 0))
-        if state in OPEN_STATES and oldest is not None:
-            row["_oldest_open"] = min(filter(None, (row["_oldest_open"], oldest)))
-    for row in handlers.values():
-        row["oldest_open_age_seconds"] = _age(now, row.pop("_oldest_open"))
-    oldest_undelivered = min((r[2] for r in undelivered), default=None)
+    status = read_eventlog_status(connection, shard.primary.dialect, shard.eventlog_schema, handler_names)
     return {
         "shard": shard.name,
         "dialect": shard.primary.dialect.value,
         "eventlog_schema": shard.eventlog_schema,
         "undelivered_events": {
-            "count": sum(int(r[1]) for r in undelivered),
-            "oldest_age_seconds": _age(now, oldest_undelivered),
+            "count": status.undelivered_count,
+            "oldest_age_seconds": _age(now, status.oldest_undelivered),
             "by_type": [
-                {"event_type": r[0], "count": int(r[1]), "oldest_age_seconds": _age(now, r[2])}
-                for r in undelivered
+                {"event_type": u.event_type, "count": u.count, "oldest_age_seconds": _age(now, u.oldest)}
+                for u in status.undelivered
             ],
         },
-        "handlers": sorted(handlers.values(), key=lambda row: row["handler"]),
-        "expired": sum(row["expired"] for row in handlers.values()),
+        "handlers": [
+            {
+                "handler": h.handler,
+                **{state.lower(): h.counts[state] for state in _STATES},
+                "most_attempts": h.most_attempts,
+                "oldest_open_age_seconds": _age(now, h.oldest_open),
+            }
+            for h in status.handlers
+        ],
+        "expired": status.expired,
     }
 
 
@@ -145,3 +121,48 @@ def _human(status: dict[str, Any]) -> str:
         lines.append("  no notifications yet")
     lines.append(f"  expired notifications: {status['expired']}")
     return "\n".join(lines)
+
+
+@ekbatan_command(events, "redrive")
+@click.argument("handler")
+@click.option("--failed", is_flag=True, help="The FAILED notifications (waiting for a retry).")
+@click.option("--expired", is_flag=True, help="The EXPIRED notifications (given up on).")
+@click.option(
+    "--limit", type=click.IntRange(min=1), metavar="N", help="At most N notifications, over all shards."
+)
+def redrive_command(
+    invocation: Invocation, handler: str, failed: bool, expired: bool, limit: int | None
+) -> None:
+    """Send HANDLER's failed and expired notifications back to PENDING, due now, on every shard
+    (--failed or --expired: only those); the handling job calls the handler again at its next
+    round, with a fresh retention window."""
+    chosen = [state for state, on in zip(REDRIVABLE_STATES, (failed, expired), strict=True) if on]
+    states = chosen or list(REDRIVABLE_STATES)
+    target = invocation.target()
+    shards: list[dict[str, Any]] = []
+    for shard in target.shards:
+        left = None if limit is None else limit - sum(s["redriven"] for s in shards)
+        if left == 0:
+            break
+        provider = invocation.open(shard.primary)
+        with shard.primary.connect(provider) as connection:
+            target.require_eventlog(connection, shard)
+        count = redrive_notifications(
+            provider.engine, handler, states=states, eventlog_schema=shard.eventlog_schema, limit=left
+        )
+        shards.append({"shard": shard.name, "redriven": count})
+    total = sum(s["redriven"] for s in shards)
+    named = " or ".join(state.value for state in states)
+    data = {"handler": handler, "states": [s.value for s in states], "redriven": total, "shards": shards}
+    if total == 0:
+        text = (
+            f"no {named} notification of handler {handler} on any shard: nothing changed "
+            "(ekbatan events status lists the handlers and their counts)"
+        )
+    else:
+        per_shard = ", ".join(f"{s['shard']}: {s['redriven']}" for s in shards if s["redriven"])
+        text = (
+            f"{total} {named} notification(s) of handler {handler} back to PENDING, due now ({per_shard}); "
+            "the handling job calls the handler at its next round"
+        )
+    invocation.emit(data, text)
