@@ -262,3 +262,49 @@ def test_an_operator_pauses_and_resumes_a_running_job_in_a_browser(
             assert "Task tick resumed" in page.locator(".flash").inner_text()
             wait_until(lambda: ticks() >= stopped + 2, timeout=10, interval=0.1, message="tick runs again")
         engine.dispose()
+
+
+#: the browser's switch of the tab's visibility, as minimising it or changing tabs does
+SET_HIDDEN = """hidden => {
+    Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
+    Object.defineProperty(document, "visibilityState", {configurable: true, get: () => hidden ? "hidden" : "visible"});
+    document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+@pytest.mark.dialects("postgres", "mariadb")
+def test_an_open_overview_shows_new_work_without_a_reload_and_rests_while_hidden(
+    dialect: str, database: IsolatedDatabase, tmp_path: Path
+):
+    config = migrated_config(tmp_path, database.url)
+    engine = sa.create_engine(database.url, poolclass=sa.NullPool)
+    client = SchedulerClient(engine)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    client.schedule(TaskInstance("send-report", "r-1"), later)
+    # PostgreSQL notifies: the page follows a stream; MariaDB does not: the page polls (every 5 s)
+    mode = "sse" if dialect == "postgres" else "poll"
+    with operator_ui(config) as base, headless_chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(f"{base}/")
+        page.wait_for_function("mode => window.ekbatanLive && window.ekbatanLive.state === mode", arg=mode)
+        assert page.locator("#live-state").inner_text() == "live"
+
+        client.schedule(TaskInstance("archive", "a-1"), later)
+        page.wait_for_selector('tr[data-task="archive"]', timeout=15_000)
+        assert page.evaluate("window.ekbatanLive.refreshes") >= 1
+
+        # hidden, the page stops refreshing: new work shows only once it is visible again
+        page.evaluate(SET_HIDDEN, True)
+        assert page.evaluate("window.ekbatanLive.state") == "paused"
+        assert page.locator("#live-state").inner_text() == "live: paused"
+        refreshes = page.evaluate("window.ekbatanLive.refreshes")
+        client.schedule(TaskInstance("cleanup", "c-1"), later)
+        # longer than a poll's interval and far longer than a notified refresh takes
+        page.wait_for_timeout(6_000)
+        assert page.evaluate("window.ekbatanLive.refreshes") == refreshes
+        assert page.locator('tr[data-task="cleanup"]').count() == 0
+
+        page.evaluate(SET_HIDDEN, False)
+        page.wait_for_selector('tr[data-task="cleanup"]', timeout=5_000)
+        assert page.evaluate("window.ekbatanLive.state") == mode
+    engine.dispose()

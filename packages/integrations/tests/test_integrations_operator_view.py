@@ -314,7 +314,7 @@ def _free_port() -> int:
         return port
 
 
-def _serve(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def _serve(tmp_path: Path, env: dict[str, str], *flags: str) -> tuple[subprocess.Popen[str], str]:
     tmp_path.mkdir()
     url = f"sqlite:///{tmp_path / 'ui.sqlite'}"
     engine = sa.create_engine(url)
@@ -327,7 +327,7 @@ def _serve(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], 
     port = _free_port()
     command = [sys.executable, "-m", "ekbatan.integrations.cli", "ui", "--config", str(config)]
     process = subprocess.Popen(
-        [*command, "--port", str(port)],
+        [*command, "--port", str(port), *flags],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -358,11 +358,14 @@ def _stop(process: subprocess.Popen[str]) -> str:
 def test_ekbatan_ui_serves_the_view_and_asks_for_credentials_when_set(tmp_path: Path):
     import os
 
-    plain, base = _serve(tmp_path / "plain", {**os.environ, "EKBATAN_UI_USER": "", "EKBATAN_UI_PASSWORD": ""})
+    plain_env = {**os.environ, "EKBATAN_UI_USER": "", "EKBATAN_UI_PASSWORD": ""}
+    plain, base = _serve(tmp_path / "plain", plain_env, "--refresh-interval", "2")
     try:
         wait_until(lambda: _answering(base, plain), timeout=30, message="ekbatan ui answers")
         response = httpx.get(base + "/", timeout=10)
         assert response.status_code == 200 and "send-mail" in response.text
+        # SQLite notifies nothing: the page polls, at the interval asked
+        assert '<body data-live="poll" data-live-interval="2.0"' in response.text
     finally:
         _stop(plain)
 
@@ -381,3 +384,15 @@ def test_ekbatan_ui_serves_the_view_and_asks_for_credentials_when_set(tmp_path: 
         stderr = _stop(guarded)
     assert "basic authentication as ops" in stderr
     assert secret not in stderr
+
+
+def test_ekbatan_ui_refuses_an_unknown_live_mode_naming_the_choices(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from ekbatan.integrations.cli import main
+
+    refused = CliRunner().invoke(
+        main, ["ui", "--url", f"sqlite:///{tmp_path / 'ui.sqlite'}", "--live", "push"]
+    )
+    assert refused.exit_code == 2
+    assert "'push' is not one of 'auto', 'sse', 'poll', 'off'" in refused.output

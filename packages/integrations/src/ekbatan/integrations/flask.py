@@ -293,6 +293,23 @@ class Ekbatan:
         return blueprint
 
     # ------------------------------------------------------------------ when to start
+    def mount_operator_view(self, app: Flask, path: str = "/ekbatan", **options: Any) -> None:
+        """Serve the operator view (``ekbatan.integrations.operator``) under ``path`` beside
+        ``app``: its pages read through this extension's runtime in the serving process and
+        start nothing. ``options`` are :func:`~ekbatan.integrations.operator.operator_app`'s
+        (``read_only``, ``authorize``, ``actor``, ``title``, ...); pages refresh by polling.
+        Flask's own request hooks do not run for these pages: guard them with ``authorize``."""
+        if not path.startswith("/") or path.endswith("/") or "//" in path:
+            raise ValueError(
+                f"operator view path {path!r}: write an absolute path without a trailing '/', e.g. '/ekbatan'"
+            )
+        from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+        from ekbatan.integrations.operator import operator_wsgi
+
+        view = operator_wsgi(lambda: self.runtime_for(app), **options)
+        app.wsgi_app = DispatcherMiddleware(app.wsgi_app, {path: view})  # type: ignore[method-assign]
+
     def _start_on_first_request(self) -> None:
         state = self._states.get(_app_of_this_context())
         if state is not None and (state.runtime is None or not state.runtime.started):

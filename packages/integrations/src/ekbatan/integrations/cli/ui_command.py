@@ -3,8 +3,10 @@ unless ``--allow-actions`` (pause/resume, retry, run now, cancel).
 
 It builds a ``SchedulerClient`` on the jobs pool (as ``ekbatan tasks`` does) and nothing else —
 no scheduler, no worker. With ``EKBATAN_UI_USER`` and ``EKBATAN_UI_PASSWORD`` both set, every
-request needs those credentials (HTTP basic authentication; 401 otherwise). Starlette, Jinja2
-and uvicorn (the ``fastapi`` extra) are imported when the command runs, so the other commands
+request needs those credentials (HTTP basic authentication; 401 otherwise). ``EKBATAN_UI_SECRET``
+is the key of the action forms' CSRF tokens: give every replica behind a load balancer the same
+one (default: a random one per process). Starlette, Jinja2
+and uvicorn (the ``ui`` extra) are imported when the command runs, so the other commands
 work without them.
 """
 
@@ -22,6 +24,7 @@ from ekbatan.integrations.cli.tasks_command import scheduler_client
 __all__ = ["ui_command"]
 
 USER_VARIABLE, PASSWORD_VARIABLE = "EKBATAN_UI_USER", "EKBATAN_UI_PASSWORD"
+SECRET_VARIABLE = "EKBATAN_UI_SECRET"
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8089
 
 
@@ -35,10 +38,27 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8089
     is_flag=True,
     help="Offer the actions (pause/resume, retry dead, run now, cancel; each confirmed). Default: read-only.",
 )
-def ui_command(invocation: Invocation, host: str, port: int, allow_actions: bool) -> None:
+@click.option(
+    "--live",
+    type=click.Choice(["auto", "sse", "poll", "off"]),
+    default="auto",
+    show_default=True,
+    help="How open pages refresh: auto (a stream on PostgreSQL, polling elsewhere), sse, poll, off.",
+)
+@click.option(
+    "--refresh-interval",
+    type=click.FloatRange(min=0.5),
+    default=5.0,
+    show_default=True,
+    help="Seconds between refreshes when nothing notifies.",
+)
+def ui_command(
+    invocation: Invocation, host: str, port: int, allow_actions: bool, live: str, refresh_interval: float
+) -> None:
     """Serve the operator's web view of scheduled executions (overview, listing, details and
     history), read-only unless --allow-actions. Basic authentication when EKBATAN_UI_USER and
-    EKBATAN_UI_PASSWORD are set."""
+    EKBATAN_UI_PASSWORD are set; EKBATAN_UI_SECRET (16 bytes or more) shares the forms' CSRF key
+    between replicas."""
     user, password = os.environ.get(USER_VARIABLE) or None, os.environ.get(PASSWORD_VARIABLE) or None
     if (user is None) != (password is None):
         raise CliError(
@@ -48,16 +68,30 @@ def ui_command(invocation: Invocation, host: str, port: int, allow_actions: bool
         import uvicorn
 
         from ekbatan.integrations.operator import BasicAuth, operator_app
+        from ekbatan.integrations.operator.csrf import Csrf
     except ImportError as error:
         raise CliError(
-            f"ekbatan ui needs the fastapi extra ({error.name} is missing): "
-            "pip install 'ekbatan-integrations[fastapi]'"
+            f"ekbatan ui needs the ui extra ({error.name} is missing): pip install 'ekbatan-integrations[ui]'"
         ) from None
+    secret = os.environ.get(SECRET_VARIABLE) or None
+    if secret is not None:
+        try:
+            Csrf(secret)  # checked before connecting: a short one is refused at once
+        except ValueError as error:  # its message gives the length, never the secret
+            raise CliError(f"{SECRET_VARIABLE}: {error}") from None
     client = scheduler_client(invocation, companions=allow_actions)
-    app: Any = operator_app(client, read_only=not allow_actions)
+    app: Any = operator_app(
+        client,
+        read_only=not allow_actions,
+        csrf_secret=secret,
+        live=live,
+        refresh_interval=refresh_interval,
+    )
     if user is not None and password is not None:
         app = BasicAuth(app, user, password)
     note = "no authentication" if user is None else f"basic authentication as {user}"
+    if allow_actions and secret is not None:
+        note += f"; the forms' CSRF key from {SECRET_VARIABLE}"
     click.echo(
         f"ekbatan ui: serving the {'operator view with actions' if allow_actions else 'read-only operator view'} at http://{host}:{port}/ ({note}); Ctrl-C stops",
         err=True,

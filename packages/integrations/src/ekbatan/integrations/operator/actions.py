@@ -1,28 +1,41 @@
 """The operator's actions, each one call of the public :class:`SchedulerClient` API: pause and
-resume a task name or one execution, retry a dead execution, run a scheduled execution now
-(rescheduled to now) and cancel one.
+resume a task name or one execution, retry a dead execution (now or at a time) or every dead
+execution of a task, run a scheduled execution now or move it to a time, cancel one, drop a held
+(dead or paused) one; and re-drive a handler's event notifications (:mod:`.redrive_action`).
 
-Run now, cancel and pausing one execution are guarded by the row's ``version`` seen on the
+Run now, reschedule, cancel and pausing one execution are guarded by the row's ``version`` seen on the
 page: the row is read first and must still be at that version and not picked, else nothing is
 changed (:class:`Conflict`). The client takes no version, so this check reads the row first;
 the client's own write is itself versioned at the version the client then reads, so a change
 after that read fails the write rather than being overwritten. Only a change between the two
-reads (milliseconds) slips through.
+reads (milliseconds) slips through. Dropping a held execution is guarded by the state the page
+showed it in (the held row has no version): it deletes only a row still held in that state, and
+never the execution of the same key in ``scheduled_tasks``.
+
+Times are typed in UTC as ``YYYY-MM-DDTHH:MM[:SS]``, what a browser's ``datetime-local`` input
+sends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ekbatan.distributed_jobs.scheduler import (
     ExecutionError,
     HoldError,
+    HoldState,
     Released,
     SchedulerClient,
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceNotFoundError,
 )
+from ekbatan.integrations.operator.redrive_action import RedriveRefused, redrive_everywhere, redrive_question
+
+if TYPE_CHECKING:
+    from ekbatan.integrations.runtime import EkbatanRuntime
 
 __all__ = [
     "ACTIONS",
@@ -33,7 +46,11 @@ __all__ = [
     "VIEW",
     "Action",
     "ActionError",
+    "CARRIED_FIELDS",
     "Conflict",
+    "TIME_FORMAT",
+    "ask",
+    "parse_time",
     "perform",
 ]
 
@@ -60,11 +77,23 @@ ACTIONS: dict[str, Action] = {
         Action("resume-task", PAUSE, "Resume task {task}?", execution=False),
         Action("pause-execution", PAUSE, "Pause execution {task}/{instance}?", True, versioned=True),
         Action("resume-execution", PAUSE, "Resume execution {task}/{instance}?", execution=True),
-        Action("retry-dead", RETRY, "Run dead execution {task}/{instance} again?", execution=True),
+        Action("retry-dead", RETRY, "Run dead execution {task}/{instance} again{when}?", execution=True),
+        Action("retry-all-dead", RETRY, "Run all {count} dead execution(s) of task {task} again?", False),
         Action("run-now", RUN, "Run execution {task}/{instance} now?", True, versioned=True),
+        Action("reschedule", RUN, "Move execution {task}/{instance} to run{when}?", True, versioned=True),
         Action("cancel", CANCEL, "Cancel execution {task}/{instance}?", True, versioned=True),
+        Action("cancel-held", CANCEL, "Drop {state} execution {task}/{instance} for good?", execution=True),
+        Action("redrive", RETRY, "", execution=False),
     )
 }
+
+#: the form fields a confirmation page carries on to the action
+CARRIED_FIELDS = ("task", "instance", "version", "at", "state", "handler", "states")
+#: how a time is typed (UTC), as a browser's ``datetime-local`` input sends it
+TIME_FORMAT = "YYYY-MM-DDTHH:MM or YYYY-MM-DDTHH:MM:SS"
+_TIME_PATTERNS = ("%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
+#: the states a held execution can be dropped from, as the pages name them
+_HELD_STATES = {state.value: state for state in HoldState}
 
 
 class ActionError(Exception):
@@ -80,16 +109,41 @@ class Conflict(ActionError):
     status = 409
 
 
-def perform(
-    client: SchedulerClient, action: Action, params: Mapping[str, str], *, actor: str, reason: str | None
+def ask(
+    client: SchedulerClient, action: Action, params: Mapping[str, str], *, runtime: EkbatanRuntime | None
 ) -> str:
-    """Do ``action``; the message saying what was done. Raises :class:`ActionError`."""
-    task = params.get("task", "")
-    if not task:
-        raise ActionError("no task name given")
-    instance = params.get("instance", "")
-    if action.execution and not instance:
-        raise ActionError("no instance given")
+    """The question the confirmation page asks, after checking the form as :func:`perform`
+    will (a bad time or state is refused before it is confirmed). Raises :class:`ActionError`."""
+    if action.name == "redrive":
+        return _on_shards(redrive_question, runtime, params)
+    task, instance = _target(action, params)
+    context = {"task": task, "instance": instance, "when": "", "state": "", "count": 0}
+    if action.name in ("retry-dead", "reschedule"):
+        at = _time(action, params)
+        context["when"] = "" if at is None else f" at {at:%Y-%m-%d %H:%M:%S} UTC"
+    if action.name == "cancel-held":
+        context["state"] = _held_state(params).value
+    if action.name == "retry-all-dead":
+        context["count"] = client.count_held().get((task, HoldState.DEAD), 0)
+        if not context["count"]:
+            raise Conflict(f"Nothing to retry: task {task} has no dead execution now.")
+    return action.question.format(**context)
+
+
+def perform(
+    client: SchedulerClient,
+    action: Action,
+    params: Mapping[str, str],
+    *,
+    actor: str,
+    reason: str | None,
+    runtime: EkbatanRuntime | None = None,
+) -> str:
+    """Do ``action``; the message saying what was done. Raises :class:`ActionError`.
+    ``runtime``: the application's, for the actions on its shards (``redrive``)."""
+    if action.name == "redrive":
+        return _on_shards(redrive_everywhere, runtime, params)
+    task, instance = _target(action, params)
     key = (task, instance)
     what = f"{task}/{instance}"
     try:
@@ -107,16 +161,80 @@ def perform(
         if action.name == "resume-execution":
             return _released(what, client.resume_execution(key))
         if action.name == "retry-dead":
-            return _released(what, client.retry_dead(task, instance))
+            at = _time(action, params)
+            return _released(what, client.retry_dead(task, instance, when=at), due=at)
+        if action.name == "retry-all-dead":
+            return _released(f"Task {task}", client.retry_dead(task), dead=True)
         if action.name == "run-now":
             client.reschedule(key, client.clock.now())
             return f"{what} is due now (its failure count reset)."
+        if action.name == "reschedule":
+            at = _time(action, params)
+            assert at is not None  # _time requires it for a reschedule
+            client.reschedule(key, at)
+            return f"{what} is due at {at:%Y-%m-%d %H:%M:%S} UTC (its failure count reset)."
         if action.name == "cancel":
             client.cancel(key)
             return f"{what} cancelled."
+        if action.name == "cancel-held":
+            state = _held_state(params)
+            client.cancel_held(task, instance, state=state)
+            return f"{state.value.capitalize()} execution {what} dropped for good."
     except (HoldError, ExecutionError, TaskInstanceNotFoundError, TaskInstanceCurrentlyExecutingError) as e:
         raise Conflict(f"Nothing changed: {e}") from None
     raise ActionError(f"unknown action {action.name}")  # pragma: no cover - ACTIONS is closed
+
+
+def parse_time(text: str) -> datetime:
+    """A time typed in UTC as ``YYYY-MM-DDTHH:MM[:SS]``. Raises :class:`ActionError` naming
+    the value and the format."""
+    value = text.strip()
+    for pattern in _TIME_PATTERNS:
+        try:
+            return datetime.strptime(value, pattern).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    shown = value if len(value) <= 40 else value[:40] + "…"
+    raise ActionError(f"{shown!r} is not a time: write it in UTC as {TIME_FORMAT}, e.g. 2030-01-31T09:00.")
+
+
+def _on_shards(
+    step: Callable[[EkbatanRuntime | None, Mapping[str, str]], str],
+    runtime: EkbatanRuntime | None,
+    params: Mapping[str, str],
+) -> str:
+    """A step of an action on the application's shards; its refusal is a 400."""
+    try:
+        return step(runtime, params)
+    except RedriveRefused as refused:
+        raise ActionError(str(refused)) from None
+
+
+def _target(action: Action, params: Mapping[str, str]) -> tuple[str, str]:
+    task = params.get("task", "")
+    if not task:
+        raise ActionError("no task name given")
+    instance = params.get("instance", "")
+    if action.execution and not instance:
+        raise ActionError("no instance given")
+    return task, instance
+
+
+def _time(action: Action, params: Mapping[str, str]) -> datetime | None:
+    """The ``at`` field: required to reschedule, optional to retry (absent: now)."""
+    text = params.get("at", "").strip()
+    if not text:
+        if action.name == "reschedule":
+            raise ActionError(f"No time given: write it in UTC as {TIME_FORMAT}, e.g. 2030-01-31T09:00.")
+        return None
+    return parse_time(text)
+
+
+def _held_state(params: Mapping[str, str]) -> HoldState:
+    state = _HELD_STATES.get(params.get("state", ""))
+    if state is None:
+        raise ActionError("no state of the held execution given: dead or paused")
+    return state
 
 
 def _guard(client: SchedulerClient, key: tuple[str, str], version: str) -> None:
@@ -137,12 +255,14 @@ def _guard(client: SchedulerClient, key: tuple[str, str], version: str) -> None:
         )
 
 
-def _released(what: str, released: Released) -> str:
+def _released(what: str, released: Released, *, due: datetime | None = None, dead: bool = False) -> str:
     parts = []
     if released.task_pause_lifted:
         parts.append(f"{what} resumed")
     if released.executions:
-        parts.append(f"{len(released.executions)} execution(s) back in the schedule")
+        at = "" if due is None else f", due at {due:%Y-%m-%d %H:%M:%S} UTC"
+        kind = "dead execution(s)" if dead else "execution(s)"
+        parts.append(f"{len(released.executions)} {kind} back in the schedule{at}")
     if released.left_held:
         parts.append(
             f"{len(released.left_held)} left held: an execution with the same key is scheduled again"

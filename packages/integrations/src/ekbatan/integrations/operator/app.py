@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -25,17 +25,20 @@ from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.operator.actions import (
     ACTIONS,
     CANCEL,
+    CARRIED_FIELDS,
     PAUSE,
     RETRY,
     RUN,
     VIEW,
     Action,
     ActionError,
+    ask,
     perform,
 )
 from ekbatan.integrations.operator.csrf import FIELD, Csrf
 from ekbatan.integrations.operator.detail import read_detail
 from ekbatan.integrations.operator.listing import read_page
+from ekbatan.integrations.operator.live import DEFAULT_INTERVAL, LIVE_MODES, LiveFeed, resolve_mode
 from ekbatan.integrations.operator.overview import read_overview
 from ekbatan.integrations.operator.query import MAX_PAGE_SIZE, QueryError, parse_query
 from ekbatan.integrations.operator.rendering import STATIC_DIRECTORY, Links, templates
@@ -52,26 +55,55 @@ Actor = Callable[[Request], str]
 DEFAULT_ACTOR = "operator view"
 
 _Page = Callable[[Request, SchedulerClient], Awaitable[Response]]
+#: what the pages read: a runtime, a client, or a function giving either at each request (a
+#: Flask app's runtime is replaced after a fork, so its mount gives a function)
+Source = EkbatanRuntime | SchedulerClient | Callable[[], EkbatanRuntime | SchedulerClient]
 
 
 def operator_app(
-    source: EkbatanRuntime | SchedulerClient,
+    source: Source,
     *,
     read_only: bool = True,
     title: str = "ekbatan",
     authorize: Authorize | None = None,
     actor: Actor | None = None,
+    live: str = "auto",
+    refresh_interval: float = DEFAULT_INTERVAL,
+    csrf_secret: str | bytes | None = None,
 ) -> Starlette:
     """The pages, to mount: ``app.mount("/ekbatan", operator_app(runtime))``. With
-    ``read_only=False`` they offer actions (POST forms, CSRF-protected and confirmed)."""
-    if not isinstance(source, EkbatanRuntime | SchedulerClient):
-        raise TypeError(f"expected an EkbatanRuntime or a SchedulerClient, got {type(source).__name__}")
+    ``read_only=False`` they offer actions (POST forms, CSRF-protected and confirmed). ``live``
+    says how an open page refreshes itself: ``"auto"`` (server-sent events where the database
+    notifies, else polling), ``"sse"``, ``"poll"`` or ``"off"``; ``refresh_interval`` is the
+    polling period in seconds, and the longest a stream stays silent. ``csrf_secret`` (at least
+    16 bytes): the key of the forms' CSRF tokens, the same for every replica behind a load
+    balancer so that each accepts the others' pages (default: a random one per app)."""
+    if not isinstance(source, EkbatanRuntime | SchedulerClient) and not callable(source):
+        raise TypeError(
+            f"expected an EkbatanRuntime, a SchedulerClient or a function returning one, "
+            f"got {type(source).__name__}"
+        )
+    if live not in LIVE_MODES:
+        raise ValueError(f"live={live!r}: write one of {', '.join(map(repr, LIVE_MODES))}")
+    if not refresh_interval > 0:
+        raise ValueError(f"refresh_interval={refresh_interval!r}: write a number of seconds above 0, e.g. 5")
     rendered = templates()
-    csrf = Csrf()
+    csrf = Csrf(csrf_secret)
     who: Actor = actor or _basic_user
 
+    def resolved() -> EkbatanRuntime | SchedulerClient:
+        given = source if isinstance(source, EkbatanRuntime | SchedulerClient) else source()
+        if not isinstance(given, EkbatanRuntime | SchedulerClient):
+            raise TypeError(
+                f"the operator view's source gave {type(given).__name__}, not a runtime or client"
+            )
+        return given
+
     def client() -> SchedulerClient:
-        return source.scheduler_client if isinstance(source, EkbatanRuntime) else source
+        given = resolved()
+        return given.scheduler_client if isinstance(given, EkbatanRuntime) else given
+
+    feed = LiveFeed(client, refresh_interval)
 
     def allowed(request: Request, kind: str) -> bool:
         return authorize is None or authorize(request, kind)
@@ -81,6 +113,11 @@ def operator_app(
         context.update(title=title, links=Links(request), read_only=read_only, now=datetime.now(UTC))
         context.setdefault("back", _here(request))
         context.setdefault("return_to", None)
+        # only a page read whole refreshes itself; errors and confirmations stay as they are
+        live_page = status == 200 and getattr(request.state, "live_page", False)
+        context.update(
+            live=resolve_mode(live, client()) if live_page else "off", live_interval=refresh_interval
+        )
         context.update(
             csrf_token=csrf.token_of(value),
             can=lambda kind: not read_only and allowed(request, kind),
@@ -106,12 +143,16 @@ def operator_app(
             message = "Missing or wrong CSRF token: reload the page and try again."
             return render(request, "error.html", 403, heading="Forbidden", message=message)
         back = _safe_back(request, params.get("back", ""))
-        if params.get("confirm") != "yes":
-            return _confirm(request, action, params, back)
-        reason = params.get("reason", "").strip() or None
+        given = resolved()
+        runtime = given if isinstance(given, EkbatanRuntime) else None
+        scheduler = given.scheduler_client if isinstance(given, EkbatanRuntime) else given
         try:
+            if params.get("confirm") != "yes":
+                question = await run_in_threadpool(ask, scheduler, action, params, runtime=runtime)
+                return _confirm(request, action, question, params, back)
+            reason = params.get("reason", "").strip() or None
             message = await run_in_threadpool(
-                perform, client(), action, params, actor=who(request), reason=reason
+                perform, scheduler, action, params, actor=who(request), reason=reason, runtime=runtime
             )
         except ActionError as error:
             heading = "Conflict" if error.status == 409 else "Bad request"
@@ -120,30 +161,37 @@ def operator_app(
             )
         return RedirectResponse(_with_message(back, message), status_code=303)
 
-    def _confirm(request: Request, action: Action, params: dict[str, str], back: str) -> Response:
-        task, instance = params.get("task", ""), params.get("instance", "")
-        fields = {k: params.get(k, "") for k in ("task", "instance", "version") if params.get(k)}
-        return render(
-            request,
-            "confirm.html",
-            action=action,
-            question=action.question.format(task=task, instance=instance),
-            fields=fields,
-            back=back,
-        )
+    def _confirm(
+        request: Request, action: Action, question: str, params: dict[str, str], back: str
+    ) -> Response:
+        fields = {k: params[k] for k in CARRIED_FIELDS if params.get(k)}
+        return render(request, "confirm.html", action=action, question=question, fields=fields, back=back)
 
     def page(fn: Callable[[Request, SchedulerClient], Response]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             if authorize is not None and not authorize(request, VIEW):
                 return render(request, "error.html", 403, heading="Forbidden", message="Not allowed to view.")
+            request.state.live_page = True
             return await run_in_threadpool(fn, request, client())
 
         return endpoint
 
+    async def live_stream(request: Request) -> Response:
+        if authorize is not None and not authorize(request, VIEW):
+            return Response("Not allowed to view.", 403, media_type="text/plain")
+        if live == "off":
+            return Response("Live refresh is off.", 404, media_type="text/plain")
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy buffering
+        return StreamingResponse(
+            feed.stream(request.is_disconnected), media_type="text/event-stream", headers=headers
+        )
+
     def overview(request: Request, scheduler: SchedulerClient) -> Response:
         now = datetime.now(UTC)
-        tasks = read_overview(scheduler, now)
-        return render(request, "overview.html", tasks=tasks, table=scheduler.table_name)
+        given = resolved()
+        runtime = given if isinstance(given, EkbatanRuntime) else None
+        page = read_overview(scheduler, now, runtime)
+        return render(request, "overview.html", overview=page, tasks=page.tasks, table=scheduler.table_name)
 
     def executions(request: Request, scheduler: SchedulerClient) -> Response:
         try:
@@ -178,6 +226,7 @@ def operator_app(
         Route("/executions", page(executions), name="executions"),
         Route("/executions/{task}/{instance:path}", page(execution), name="execution"),
         Route("/actions/{kind}", act, methods=["POST"], name="action"),
+        Route("/live", live_stream, name="live"),
         Mount("/static", StaticFiles(directory=STATIC_DIRECTORY), name="static"),
     ]
     return Starlette(routes=routes)

@@ -1,16 +1,21 @@
 """The overview: per task name, how many executions are in each state, the last success and
-failure, and the next due time — from grouped queries only (no row is loaded one by one)."""
+failure, the next due time and the figures of its history; the scheduler nodes seen; and, for
+a runtime, its event pipeline — from grouped queries only (no row is loaded one by one)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import HoldState, SchedulerClient, TaskPause, TaskSummary
+from ekbatan.integrations.operator.history_figures import TaskHistoryFigures, read_history_figures
+from ekbatan.integrations.operator.nodes import NodeSeen, nodes_seen
+from ekbatan.integrations.operator.pipeline import ShardPipeline, read_pipeline
+from ekbatan.integrations.runtime import EkbatanRuntime
 
-__all__ = ["TaskOverview", "read_overview"]
+__all__ = ["Overview", "TaskOverview", "read_overview"]
 
 
 @dataclass(frozen=True)
@@ -30,19 +35,43 @@ class TaskOverview:
     last_success: datetime | None = None
     last_failure: datetime | None = None
     next_run: datetime | None = None
+    #: its finished runs (None: no history table)
+    history: TaskHistoryFigures | None = None
 
     @property
     def total(self) -> int:
         return self.scheduled + self.running + self.failing + self.paused + self.dead
 
 
-def read_overview(client: SchedulerClient, now: datetime) -> list[TaskOverview]:
-    """Every task name with an execution in ``scheduled_tasks`` or the held table, or paused."""
+@dataclass(frozen=True)
+class Overview:
+    tasks: list[TaskOverview]
+    #: whether the history table is there (the history figures are read from it)
+    history_on: bool
+    nodes: list[NodeSeen]
+    #: per shard; None when the source is a bare client (no runtime, no shards)
+    pipeline: list[ShardPipeline] | None
+
+
+def read_overview(client: SchedulerClient, now: datetime, runtime: EkbatanRuntime | None = None) -> Overview:
+    """Every task name with an execution in ``scheduled_tasks`` or the held table, paused, or
+    with a run in the last day's history; the nodes; the pipeline of ``runtime``'s shards."""
     summaries = {s.task_name: s for s in client.get_scheduled_executions_summary_by_task(due_at=now)}
     held = _held_counts(client)
     pauses = {p.task_name: p for p in _pauses(client)}
-    names = sorted(set(summaries) | {name for name, _ in held} | set(pauses))
-    return [_overview(name, summaries.get(name), held, pauses.get(name)) for name in names]
+    history = read_history_figures(client, now)
+    ran = history.by_task if history is not None else {}
+    names = sorted(set(summaries) | {name for name, _ in held} | set(pauses) | set(ran))
+    tasks = [
+        replace(
+            _overview(name, summaries.get(name), held, pauses.get(name)),
+            history=None if history is None else ran.get(name, TaskHistoryFigures()),
+        )
+        for name in names
+    ]
+    nodes = nodes_seen(client.claims_by_node(), None if history is None else history.nodes, now)
+    pipeline = read_pipeline(runtime, now) if runtime is not None else None
+    return Overview(tasks, history is not None, nodes, pipeline)
 
 
 def _overview(

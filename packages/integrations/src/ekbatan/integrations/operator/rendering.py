@@ -27,11 +27,21 @@ def _age(value: timedelta | None) -> str:
     if value is None:
         return "—"
     seconds = int(value.total_seconds())
+    if seconds < 0:
+        # a time in the page's future: written by a clock ahead of the page's
+        return "-" + _age(-value)
     if seconds < 120:
         return f"{seconds}s"
     if seconds < 7200:
         return f"{seconds // 60}m {seconds % 60}s"
     return f"{seconds // 3600}h {seconds % 3600 // 60}m"
+
+
+def _millis(value: float | None) -> str:
+    """A duration in milliseconds, as a person reads it."""
+    if value is None:
+        return "—"
+    return f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.1f} s"
 
 
 def templates() -> Jinja2Templates:
@@ -42,6 +52,7 @@ def templates() -> Jinja2Templates:
     )
     environment.filters["when"] = _when
     environment.filters["age"] = _age
+    environment.filters["millis"] = _millis
     return Jinja2Templates(env=environment)
 
 
@@ -66,6 +77,9 @@ class Links:
 
     def action(self, name: str) -> str:
         return f"{self.base}/actions/{quote(name, safe='')}"
+
+    def live(self) -> str:
+        return self.base + "/live"
 
     def static(self, name: str) -> str:
         return f"{self.base}/static/{quote(name)}"
