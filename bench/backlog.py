@@ -141,13 +141,14 @@ def run(settings: Settings) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    # python -m bench.backlog [--smoke | --quick] [ROUNDS]
-    rounds = [int(a) for a in sys.argv[1:] if a.isdigit()]
-    chosen = Settings(
-        smoke="--smoke" in sys.argv, quick="--quick" in sys.argv, repeats=rounds[0] if rounds else 1
-    )
-    summary = run(chosen)
+    parser = argparse.ArgumentParser(prog="python -m bench.backlog", description=__doc__.splitlines()[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--smoke", action="store_true", help="tiny sizes (seconds)")
+    size.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("rounds", nargs="?", type=int, default=1, help="rounds (default 1)")
+    options = parser.parse_args()
+    summary = run(Settings(smoke=options.smoke, quick=options.quick, repeats=options.rounds))
     for name, value in {**summary["curves"], **summary["ours_over_pgqueuer"]}.items():
         print(f"{name}: {value['median']} (rounds {value['rounds']})")
