@@ -160,7 +160,7 @@ def test_overview_counts_each_state_per_task(web: TestClient):
     assert retry in import_row.group(1)
 
 
-@pytest.mark.dialects("sqlite", "postgres")
+@pytest.mark.dialects("sqlite", "postgres", "mariadb")
 def test_executions_filter_by_state_and_instance_prefix(web: TestClient):
     def keys(**params: str) -> set[tuple[str, str]]:
         response = web.get("/executions", params=params)
@@ -184,7 +184,8 @@ def test_executions_filter_by_state_and_instance_prefix(web: TestClient):
     assert len(everything) == 8  # scheduled_tasks only: 2 import-prices rows are held or gone
 
 
-@pytest.mark.dialects("sqlite", "postgres")
+# MariaDB too: a prefix listing reads its page's keys first, then the rows (a join there)
+@pytest.mark.dialects("sqlite", "postgres", "mariadb")
 def test_pagination_walks_every_execution_once(seeded: Seeded, web: TestClient):
     bulk = [Tasks.one_time(name).execute(lambda instance, ctx: None) for name in ("bulk-a", "bulk-b")]
     base = NOW + timedelta(days=10)

@@ -89,19 +89,15 @@ def read_page(client: SchedulerClient, query: ExecutionQuery, now: datetime) -> 
     )
 
 
+#: the columns of ``scheduled_tasks`` a listing reads, in the order it reads them (then the
+#: failure count and the version)
+_LISTED = ("task_name", "task_instance", "execution_time", "picked", "picked_by")
+
+
 def _scheduled_rows(client: SchedulerClient, query: ExecutionQuery, now: datetime) -> list[ListedExecution]:
     repository = client.repository
     d = repository.dialect
-    t = table_of(
-        client.table_name,
-        "task_name",
-        "task_instance",
-        "execution_time",
-        "picked",
-        "picked_by",
-        "consecutive_failures",
-        "version",
-    )
+    t = table_of(client.table_name, *_LISTED, "consecutive_failures", "version")
     c = t.c
     failures = sa.func.coalesce(c.consecutive_failures, 0)
     conditions: list[Any] = _common(c, query)
@@ -130,12 +126,37 @@ def _scheduled_rows(client: SchedulerClient, query: ExecutionQuery, now: datetim
                 ),
             )
         )
-    statement = (
-        sa.select(c.task_name, c.task_instance, c.execution_time, c.picked, c.picked_by, failures, c.version)
-        .where(*conditions)
-        .order_by(c.execution_time, c.task_name, c.task_instance)
-        .limit(query.page_size + 1)
-    )
+    order = (c.execution_time, c.task_name, c.task_instance)
+    if state is None and query.instance_prefix:
+        # An instance prefix is no index's prefix: the page walks execution_time_idx and tests
+        # each entry. Walked for the keys alone (the index holds them), only the page's rows
+        # are then read whole; MariaDB reads every row it tests otherwise (0.35 s at a million).
+        keys = sa.select(c.task_name, c.task_instance).where(*conditions).order_by(*order)
+        page = keys.limit(query.page_size + 1).subquery("page_keys")
+        row = t.alias("listed")
+        statement = (
+            sa.select(
+                *(row.c[name] for name in _LISTED),
+                sa.func.coalesce(row.c.consecutive_failures, 0),
+                row.c.version,
+            )
+            .select_from(
+                row.join(
+                    page,
+                    sa.and_(row.c.task_name == page.c.task_name, row.c.task_instance == page.c.task_instance),
+                )
+            )
+            .order_by(row.c.execution_time, row.c.task_name, row.c.task_instance)
+        )
+    else:
+        statement = (
+            sa.select(
+                c.task_name, c.task_instance, c.execution_time, c.picked, c.picked_by, failures, c.version
+            )
+            .where(*conditions)
+            .order_by(*order)
+            .limit(query.page_size + 1)
+        )
     with repository.engine.connect() as connection:
         found = connection.execute(statement).all()
     rows = []
