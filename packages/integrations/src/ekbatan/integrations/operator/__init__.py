@@ -5,6 +5,7 @@ and never starts a scheduler."""
 
 from ekbatan.integrations.operator.app import CANCEL, PAUSE, RETRY, RUN, VIEW, Actor, Authorize, operator_app
 from ekbatan.integrations.operator.basic_auth import BasicAuth
+from ekbatan.integrations.operator.eventlog_shards import EventlogShard, EventlogShards
 from ekbatan.integrations.operator.states import ExecutionState
 from ekbatan.integrations.operator.wsgi import operator_wsgi
 
@@ -17,6 +18,8 @@ __all__ = [
     "Actor",
     "Authorize",
     "BasicAuth",
+    "EventlogShard",
+    "EventlogShards",
     "ExecutionState",
     "operator_app",
     "operator_wsgi",

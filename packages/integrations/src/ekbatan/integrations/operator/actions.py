@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from ekbatan.distributed_jobs.scheduler import (
     ExecutionError,
@@ -32,10 +31,8 @@ from ekbatan.distributed_jobs.scheduler import (
     TaskInstanceCurrentlyExecutingError,
     TaskInstanceNotFoundError,
 )
+from ekbatan.integrations.operator.eventlog_shards import EventlogShards
 from ekbatan.integrations.operator.redrive_action import RedriveRefused, redrive_everywhere, redrive_question
-
-if TYPE_CHECKING:
-    from ekbatan.integrations.runtime import EkbatanRuntime
 
 __all__ = [
     "ACTIONS",
@@ -110,12 +107,12 @@ class Conflict(ActionError):
 
 
 def ask(
-    client: SchedulerClient, action: Action, params: Mapping[str, str], *, runtime: EkbatanRuntime | None
+    client: SchedulerClient, action: Action, params: Mapping[str, str], *, shards: EventlogShards | None
 ) -> str:
     """The question the confirmation page asks, after checking the form as :func:`perform`
     will (a bad time or state is refused before it is confirmed). Raises :class:`ActionError`."""
     if action.name == "redrive":
-        return _on_shards(redrive_question, runtime, params)
+        return _on_shards(redrive_question, shards, params)
     task, instance = _target(action, params)
     context = {"task": task, "instance": instance, "when": "", "state": "", "count": 0}
     if action.name in ("retry-dead", "reschedule"):
@@ -137,12 +134,12 @@ def perform(
     *,
     actor: str,
     reason: str | None,
-    runtime: EkbatanRuntime | None = None,
+    shards: EventlogShards | None = None,
 ) -> str:
     """Do ``action``; the message saying what was done. Raises :class:`ActionError`.
-    ``runtime``: the application's, for the actions on its shards (``redrive``)."""
+    ``shards``: the application's, for the actions on them (``redrive``)."""
     if action.name == "redrive":
-        return _on_shards(redrive_everywhere, runtime, params)
+        return _on_shards(redrive_everywhere, shards, params)
     task, instance = _target(action, params)
     key = (task, instance)
     what = f"{task}/{instance}"
@@ -199,13 +196,13 @@ def parse_time(text: str) -> datetime:
 
 
 def _on_shards(
-    step: Callable[[EkbatanRuntime | None, Mapping[str, str]], str],
-    runtime: EkbatanRuntime | None,
+    step: Callable[[EventlogShards | None, Mapping[str, str]], str],
+    shards: EventlogShards | None,
     params: Mapping[str, str],
 ) -> str:
     """A step of an action on the application's shards; its refusal is a 400."""
     try:
-        return step(runtime, params)
+        return step(shards, params)
     except RedriveRefused as refused:
         raise ActionError(str(refused)) from None
 

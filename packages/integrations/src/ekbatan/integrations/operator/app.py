@@ -1,8 +1,10 @@
 """``operator_app``: the operator's web view of the scheduler, an ASGI app to mount.
 
 It reads and acts through a :class:`SchedulerClient` only (an :class:`EkbatanRuntime`'s, taken
-at the first request, or one given); it never starts a scheduler. Every page asks ``authorize``
-(when given) with the kind ``"view"``; each action (``read_only=False`` only) with its own kind.
+at the first request, or one given); it never starts a scheduler. The event pipeline's panel and
+its re-drive work on a runtime's shards, or on the ``eventlog`` shards given beside a client
+(``ekbatan ui``'s). Every page asks ``authorize`` (when given) with the kind ``"view"``; each
+action (``read_only=False`` only) with its own kind.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from ekbatan.integrations.operator.actions import (
 )
 from ekbatan.integrations.operator.csrf import FIELD, Csrf
 from ekbatan.integrations.operator.detail import read_detail
+from ekbatan.integrations.operator.eventlog_shards import EventlogShards, eventlog_shards_of
 from ekbatan.integrations.operator.listing import read_page
 from ekbatan.integrations.operator.live import DEFAULT_INTERVAL, LIVE_MODES, LiveFeed, resolve_mode
-from ekbatan.integrations.operator.overview import read_overview
+from ekbatan.integrations.operator.overview import OverviewReads, read_overview
 from ekbatan.integrations.operator.query import MAX_PAGE_SIZE, QueryError, parse_query
 from ekbatan.integrations.operator.rendering import STATIC_DIRECTORY, Links, templates
 from ekbatan.integrations.operator.states import ExecutionState
@@ -70,6 +73,7 @@ def operator_app(
     live: str = "auto",
     refresh_interval: float = DEFAULT_INTERVAL,
     csrf_secret: str | bytes | None = None,
+    eventlog: EventlogShards | None = None,
 ) -> Starlette:
     """The pages, to mount: ``app.mount("/ekbatan", operator_app(runtime))``. With
     ``read_only=False`` they offer actions (POST forms, CSRF-protected and confirmed). ``live``
@@ -77,12 +81,18 @@ def operator_app(
     notifies, else polling), ``"sse"``, ``"poll"`` or ``"off"``; ``refresh_interval`` is the
     polling period in seconds, and the longest a stream stays silent. ``csrf_secret`` (at least
     16 bytes): the key of the forms' CSRF tokens, the same for every replica behind a load
-    balancer so that each accepts the others' pages (default: a random one per app)."""
+    balancer so that each accepts the others' pages (default: a random one per app).
+    ``eventlog``: the shards whose event pipeline a bare ``SchedulerClient``'s overview shows and
+    re-drives (a runtime brings its own)."""
     if not isinstance(source, EkbatanRuntime | SchedulerClient) and not callable(source):
         raise TypeError(
             f"expected an EkbatanRuntime, a SchedulerClient or a function returning one, "
             f"got {type(source).__name__}"
         )
+    if eventlog is not None and not isinstance(eventlog, EventlogShards):
+        raise TypeError(f"eventlog: expected EventlogShards, got {type(eventlog).__name__}")
+    if eventlog is not None and isinstance(source, EkbatanRuntime):
+        raise ValueError("eventlog goes with a SchedulerClient: a runtime's own shards are shown")
     if live not in LIVE_MODES:
         raise ValueError(f"live={live!r}: write one of {', '.join(map(repr, LIVE_MODES))}")
     if not refresh_interval > 0:
@@ -103,7 +113,12 @@ def operator_app(
         given = resolved()
         return given.scheduler_client if isinstance(given, EkbatanRuntime) else given
 
+    def shards_of(given: EkbatanRuntime | SchedulerClient) -> EventlogShards | None:
+        """Where the event pipeline is read and re-driven: a runtime's shards, else those given."""
+        return eventlog_shards_of(given) if isinstance(given, EkbatanRuntime) else eventlog
+
     feed = LiveFeed(client, refresh_interval)
+    reads = OverviewReads()  # the overview's table-wide counts, kept between requests
 
     def allowed(request: Request, kind: str) -> bool:
         return authorize is None or authorize(request, kind)
@@ -144,15 +159,15 @@ def operator_app(
             return render(request, "error.html", 403, heading="Forbidden", message=message)
         back = _safe_back(request, params.get("back", ""))
         given = resolved()
-        runtime = given if isinstance(given, EkbatanRuntime) else None
+        shards = shards_of(given)
         scheduler = given.scheduler_client if isinstance(given, EkbatanRuntime) else given
         try:
             if params.get("confirm") != "yes":
-                question = await run_in_threadpool(ask, scheduler, action, params, runtime=runtime)
+                question = await run_in_threadpool(ask, scheduler, action, params, shards=shards)
                 return _confirm(request, action, question, params, back)
             reason = params.get("reason", "").strip() or None
             message = await run_in_threadpool(
-                perform, scheduler, action, params, actor=who(request), reason=reason, runtime=runtime
+                perform, scheduler, action, params, actor=who(request), reason=reason, shards=shards
             )
         except ActionError as error:
             heading = "Conflict" if error.status == 409 else "Bad request"
@@ -188,9 +203,7 @@ def operator_app(
 
     def overview(request: Request, scheduler: SchedulerClient) -> Response:
         now = datetime.now(UTC)
-        given = resolved()
-        runtime = given if isinstance(given, EkbatanRuntime) else None
-        page = read_overview(scheduler, now, runtime)
+        page = read_overview(scheduler, now, shards_of(resolved()), reads)
         return render(request, "overview.html", overview=page, tasks=page.tasks, table=scheduler.table_name)
 
     def executions(request: Request, scheduler: SchedulerClient) -> Response:

@@ -5,17 +5,22 @@ a runtime, its event pipeline — from grouped queries only (no row is loaded on
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import HoldState, SchedulerClient, TaskPause, TaskSummary
-from ekbatan.integrations.operator.history_figures import TaskHistoryFigures, read_history_figures
+from ekbatan.integrations.operator.background_reads import BackgroundRead, Reading
+from ekbatan.integrations.operator.eventlog_shards import EventlogShards
+from ekbatan.integrations.operator.history_figures import (
+    HistoryFigures,
+    TaskHistoryFigures,
+    read_history_figures,
+)
 from ekbatan.integrations.operator.nodes import NodeSeen, nodes_seen
 from ekbatan.integrations.operator.pipeline import ShardPipeline, read_pipeline
-from ekbatan.integrations.runtime import EkbatanRuntime
 
-__all__ = ["Overview", "TaskOverview", "read_overview"]
+__all__ = ["Overview", "OverviewReads", "TaskOverview", "read_overview"]
 
 
 @dataclass(frozen=True)
@@ -51,15 +56,45 @@ class Overview:
     nodes: list[NodeSeen]
     #: per shard; None when the source is a bare client (no runtime, no shards)
     pipeline: list[ShardPipeline] | None
+    #: the oldest of the scanning reads shown (the counts per task, the history's day); the
+    #: page says how old it is once it comes from an earlier request
+    counted: Reading[object] | None = None
 
 
-def read_overview(client: SchedulerClient, now: datetime, runtime: EkbatanRuntime | None = None) -> Overview:
+def _summaries(client: SchedulerClient) -> list[TaskSummary]:
+    return client.get_scheduled_executions_summary_by_task(due_at=datetime.now(UTC))
+
+
+def _history(client: SchedulerClient) -> HistoryFigures | None:
+    return read_history_figures(client, datetime.now(UTC))
+
+
+class OverviewReads:
+    """The overview's two reads that group whole tables, kept by one app between requests
+    (see :mod:`~ekbatan.integrations.operator.background_reads`)."""
+
+    def __init__(self) -> None:
+        self.summaries: BackgroundRead[SchedulerClient, list[TaskSummary]] = BackgroundRead(_summaries)
+        self.history: BackgroundRead[SchedulerClient, HistoryFigures | None] = BackgroundRead(_history)
+
+
+def read_overview(
+    client: SchedulerClient,
+    now: datetime,
+    shards: EventlogShards | None = None,
+    reads: OverviewReads | None = None,
+) -> Overview:
     """Every task name with an execution in ``scheduled_tasks`` or the held table, paused, or
-    with a run in the last day's history; the nodes; the pipeline of ``runtime``'s shards."""
-    summaries = {s.task_name: s for s in client.get_scheduled_executions_summary_by_task(due_at=now)}
+    with a run in the last day's history; the nodes; the event pipeline of ``shards``.
+    With ``reads``, the counts per task and the history's figures may come from an earlier
+    request while they are read again in the background (big tables); without, read now."""
+    reads = reads or OverviewReads()
+    counted = reads.summaries.get(client)
+    figures = reads.history.get(client)
+    summaries = {s.task_name: s for s in counted.value}
     held = _held_counts(client)
     pauses = {p.task_name: p for p in _pauses(client)}
-    history = read_history_figures(client, now)
+    history = figures.value
     ran = history.by_task if history is not None else {}
     names = sorted(set(summaries) | {name for name, _ in held} | set(pauses) | set(ran))
     tasks = [
@@ -70,8 +105,9 @@ def read_overview(client: SchedulerClient, now: datetime, runtime: EkbatanRuntim
         for name in names
     ]
     nodes = nodes_seen(client.claims_by_node(), None if history is None else history.nodes, now)
-    pipeline = read_pipeline(runtime, now) if runtime is not None else None
-    return Overview(tasks, history is not None, nodes, pipeline)
+    pipeline = read_pipeline(shards, now) if shards is not None else None
+    oldest: Reading[object] = min((counted, figures), key=lambda r: r.read_at)
+    return Overview(tasks, history is not None, nodes, pipeline, oldest)
 
 
 def _overview(

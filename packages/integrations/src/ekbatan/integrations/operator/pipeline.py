@@ -1,9 +1,10 @@
-"""The overview's event pipeline: per shard of an :class:`EkbatanRuntime`, per handler, its
-pending, failed and expired notifications and how old its oldest open one is — read as
-``ekbatan events status`` reads it, on each shard's primary.
+"""The overview's event pipeline: per shard, per handler, its pending, failed and expired
+notifications and how old its oldest open one is — read as ``ekbatan events status`` reads it,
+on each shard's primary. The shards are an :class:`EkbatanRuntime`'s or those ``ekbatan ui``
+opened (:mod:`.eventlog_shards`).
 
 A shard whose eventlog tables are not there (never migrated) is left out; a bare
-``SchedulerClient`` has no shards, so the section is not shown at all.
+``SchedulerClient`` given no shards has none, so the section is not shown at all.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from ekbatan.integrations.operator.eventlog_shards import EventlogShards
 from ekbatan.integrations.pipeline_status import EventlogStatus, read_eventlog_status
-from ekbatan.integrations.runtime import EkbatanRuntime
 
 __all__ = ["ShardPipeline", "read_pipeline"]
 
@@ -31,22 +32,19 @@ class ShardPipeline:
     read_at: datetime
 
 
-def read_pipeline(runtime: EkbatanRuntime, now: datetime) -> list[ShardPipeline]:
-    """Every shard with eventlog tables, in configuration order; the runtime's handlers are
-    listed even before their first notification."""
-    registry = runtime.database_registry
-    handler_names = runtime.event_handler_registry.handler_names()
+def read_pipeline(eventlog: EventlogShards, now: datetime) -> list[ShardPipeline]:
+    """Every shard with eventlog tables, in configuration order; the handlers the source
+    names are listed even before their first notification."""
     shards = []
-    for manager in registry.transaction_managers():
-        name = registry.shard_name(manager.shard) if manager.shard is not None else "default"
+    for shard in eventlog.shards:
         try:
-            with manager.primary.connect() as connection:
+            with shard.engine.connect() as connection:
                 status = read_eventlog_status(
-                    connection, manager.dialect, manager.eventlog_schema, handler_names
+                    connection, shard.dialect, shard.eventlog_schema, eventlog.handler_names
                 )
         except sa.exc.DBAPIError as error:
             # no eventlog tables on this shard (or it does not answer): the page still renders
-            log.debug("event pipeline of shard %s not read: %s", name, error)
+            log.debug("event pipeline of shard %s not read: %s", shard.name, error)
             continue
-        shards.append(ShardPipeline(name, manager.eventlog_schema, status, now))
+        shards.append(ShardPipeline(shard.name, shard.eventlog_schema, status, now))
     return shards

@@ -1,20 +1,18 @@
 """The operator view's ``redrive`` action: one handler's ``FAILED`` and/or ``EXPIRED`` event
-notifications sent back to ``PENDING``, due now, on every shard of an :class:`EkbatanRuntime`
-(:func:`ekbatan.local_event_handler.redrive_notifications` on each shard's primary). A bare
+notifications sent back to ``PENDING``, due now, on every shard the view was given — an
+:class:`EkbatanRuntime`'s, or those ``ekbatan ui`` opened (:mod:`.eventlog_shards`) —
+with :func:`ekbatan.local_event_handler.redrive_notifications` on each shard's primary. A bare
 ``SchedulerClient`` knows the jobs table only, not the shards, so the action is refused there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from ekbatan.integrations.operator.eventlog_shards import EventlogShards
 from ekbatan.local_event_handler import REDRIVABLE_STATES, NotificationState, redrive_notifications
 
-if TYPE_CHECKING:
-    from ekbatan.integrations.runtime import EkbatanRuntime
-
-__all__ = ["redrive_everywhere", "redrive_question"]
+__all__ = ["RedriveRefused", "redrive_everywhere", "redrive_question"]
 
 #: what the ``states`` field takes: the names, separated by commas or spaces
 _STATES_FORMAT = "FAILED, EXPIRED or FAILED,EXPIRED (empty: both)"
@@ -22,30 +20,31 @@ _MAX_HANDLER_NAME = 255
 
 
 class RedriveRefused(ValueError):
-    """The form or the source does not allow the re-drive; the message says why (400)."""
+    """The form or the source does not allow the re-drive; the message says why."""
+
+    #: the answer's HTTP status, as an :class:`~.actions.ActionError` has one
+    status = 400
 
 
-def redrive_question(runtime: EkbatanRuntime | None, params: Mapping[str, str]) -> str:
-    handler, states = _request(runtime, params)
-    shards = len(runtime.database_registry.transaction_managers()) if runtime is not None else 0
+def redrive_question(source: EventlogShards | None, params: Mapping[str, str]) -> str:
+    handler, states, eventlog = _request(source, params)
     return (
         f"Send the {_named(states)} notifications of handler {handler} back to PENDING, due now, "
-        f"on every shard ({shards})? The handler is called again at the handling job's next round."
+        f"on every shard ({len(eventlog.shards)})? The handler is called again at the handling job's next round."
     )
 
 
-def redrive_everywhere(runtime: EkbatanRuntime | None, params: Mapping[str, str]) -> str:
+def redrive_everywhere(source: EventlogShards | None, params: Mapping[str, str]) -> str:
     """Re-drive on every shard; the message saying how many rows went back, per shard."""
-    handler, states = _request(runtime, params)
-    assert runtime is not None  # _request refused a missing runtime
+    handler, states, eventlog = _request(source, params)
     counts = [
         (
-            str(manager.shard) if manager.shard is not None else "default",
+            shard.name,
             redrive_notifications(
-                manager.primary.engine, handler, states=states, eventlog_schema=manager.eventlog_schema
+                shard.engine, handler, states=states, eventlog_schema=shard.eventlog_schema
             ),
         )
-        for manager in runtime.database_registry.transaction_managers()
+        for shard in eventlog.shards
     ]
     total = sum(count for _, count in counts)
     if total == 0:
@@ -58,19 +57,20 @@ def redrive_everywhere(runtime: EkbatanRuntime | None, params: Mapping[str, str]
 
 
 def _request(
-    runtime: EkbatanRuntime | None, params: Mapping[str, str]
-) -> tuple[str, tuple[NotificationState, ...]]:
-    if runtime is None:
+    source: EventlogShards | None, params: Mapping[str, str]
+) -> tuple[str, tuple[NotificationState, ...], EventlogShards]:
+    if source is None:
         raise RedriveRefused(
             "Re-driving notifications needs the application's shards: build the operator view from "
-            "an EkbatanRuntime (operator_app(runtime)); a SchedulerClient reaches the jobs table only."
+            "an EkbatanRuntime (operator_app(runtime)) or give them (operator_app(client, "
+            "eventlog=...)); a SchedulerClient reaches the jobs table only."
         )
     handler = params.get("handler", "").strip()
     if not handler:
         raise RedriveRefused("No handler given: name the handler whose notifications go back.")
     if len(handler) > _MAX_HANDLER_NAME:
         raise RedriveRefused(f"The handler name is {len(handler)} characters; handler names are at most 255.")
-    return handler, _states(params.get("states", ""))
+    return handler, _states(params.get("states", "")), source
 
 
 def _states(text: str) -> tuple[NotificationState, ...]:
