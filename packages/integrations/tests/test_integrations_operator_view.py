@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -214,6 +215,56 @@ def test_pagination_walks_every_execution_once(seeded: Seeded, web: TestClient):
     # a smaller page size, carried by the links
     response = web.get("/executions", params={"prefix": "p-", "page_size": "7"})
     assert len(listed(response.text)) == 7 and "page_size=7" in (next_link(response.text) or "")
+
+
+@pytest.mark.dialects("sqlite", "postgres", "mariadb")
+def test_a_due_time_range_and_latest_first_page_through_every_row_once(seeded: Seeded, web: TestClient):
+    bulk = [Tasks.one_time(name).execute(lambda instance, ctx: None) for name in ("bulk-a", "bulk-b")]
+    base = (NOW + timedelta(days=10)).replace(second=0, microsecond=0)
+    # 80 rows over 40 minutes, two per minute (the same instance id under two task names)
+    for n in range(40):
+        for task in bulk:
+            seeded.client.schedule(task.instance(f"r-{n:03d}"), base + timedelta(minutes=n))
+    start, end = base + timedelta(minutes=10), base + timedelta(minutes=30)
+    window = {"from": start.strftime("%Y-%m-%dT%H:%M"), "until": end.strftime("%Y-%m-%dT%H:%M:%S")}
+
+    def walk(**params: str) -> list[tuple[str, str]]:
+        seen: list[tuple[str, str]] = []
+        link: str | None = "/executions?" + urlencode({**params, "page_size": "7"})
+        while link is not None:
+            response = web.get(link)
+            assert response.status_code == 200, response.text
+            seen.extend(listed(response.text))
+            link = next_link(response.text)
+        return seen
+
+    # from is inclusive, until exclusive: minutes 10 to 29, in due order, then latest first
+    expected = [(t, f"r-{n:03d}") for n in range(10, 30) for t in ("bulk-a", "bulk-b")]
+    assert walk(**window) == expected
+    assert walk(**window, order="newest") == expected[::-1]
+    # the range and the order are carried by the next page's link and shown in the form
+    first = web.get("/executions", params={**window, "order": "newest", "page_size": "7"}).text
+    carried = next_link(first) or ""
+    assert "order=newest" in carried and "from=" in carried and "until=" in carried
+    assert f'value="{start:%Y-%m-%dT%H:%M:%S}"' in first
+    # every execution, latest first: the hostile one (in 5 h) comes after these (in 10 days)
+    newest = listed(web.get("/executions", params={"order": "newest", "page_size": "500"}).text)
+    assert newest[0] == ("bulk-b", "r-039") and newest.index((HOSTILE_TASK, HOSTILE_INSTANCE)) > 80
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ({"from": "yesterday"}, "from: 'yesterday' is not a time: write it in UTC as YYYY-MM-DDTHH:MM"),
+        ({"until": "2030-13-01T00:00"}, "until: '2030-13-01T00:00' is not a time"),
+        ({"from": "2030-01-02T00:00", "until": "2030-01-01T00:00"}, "must come after from"),
+        ({"order": "oldest"}, "order must be one of due, newest, got 'oldest'"),
+    ],
+)
+@pytest.mark.dialects("sqlite")
+def test_a_bad_range_or_order_is_a_400_naming_it(web: TestClient, params: dict[str, str], says: str):
+    response = web.get("/executions", params=params)
+    assert response.status_code == 400 and says in html.unescape(response.text), response.text
 
 
 @pytest.mark.dialects("sqlite", "postgres")

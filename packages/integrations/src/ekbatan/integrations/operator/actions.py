@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from ekbatan.distributed_jobs.scheduler import (
     ExecutionError,
@@ -33,6 +33,7 @@ from ekbatan.distributed_jobs.scheduler import (
 )
 from ekbatan.integrations.operator.eventlog_shards import EventlogShards
 from ekbatan.integrations.operator.redrive_action import RedriveRefused, redrive_everywhere, redrive_question
+from ekbatan.integrations.operator.typed_times import TIME_FORMAT, parse_typed_time
 
 __all__ = [
     "ACTIONS",
@@ -87,8 +88,6 @@ ACTIONS: dict[str, Action] = {
 #: the form fields a confirmation page carries on to the action
 CARRIED_FIELDS = ("task", "instance", "version", "at", "state", "handler", "states")
 #: how a time is typed (UTC), as a browser's ``datetime-local`` input sends it
-TIME_FORMAT = "YYYY-MM-DDTHH:MM or YYYY-MM-DDTHH:MM:SS"
-_TIME_PATTERNS = ("%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
 #: the states a held execution can be dropped from, as the pages name them
 _HELD_STATES = {state.value: state for state in HoldState}
 
@@ -185,14 +184,10 @@ def perform(
 def parse_time(text: str) -> datetime:
     """A time typed in UTC as ``YYYY-MM-DDTHH:MM[:SS]``. Raises :class:`ActionError` naming
     the value and the format."""
-    value = text.strip()
-    for pattern in _TIME_PATTERNS:
-        try:
-            return datetime.strptime(value, pattern).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    shown = value if len(value) <= 40 else value[:40] + "…"
-    raise ActionError(f"{shown!r} is not a time: write it in UTC as {TIME_FORMAT}, e.g. 2030-01-31T09:00.")
+    try:
+        return parse_typed_time(text)
+    except ValueError as error:
+        raise ActionError(str(error)) from None
 
 
 def _on_shards(

@@ -249,7 +249,7 @@ def _filters(request: Request) -> dict[str, str]:
     """The listing's filters as given, carried into its next page's link."""
     return {
         k: request.query_params[k]
-        for k in ("task", "state", "prefix", "page_size")
+        for k in ("task", "state", "prefix", "from", "until", "order", "page_size")
         if k in request.query_params
     }
 

@@ -1,6 +1,7 @@
 """One page of executions, read by keyset: ``scheduled_tasks`` in due order
 ``(execution_time, task_name, task_instance)``, the held table in key order
-``(task_name, task_instance)``; ``LIMIT page_size + 1`` tells whether a next page exists.
+``(task_name, task_instance)``, either one ascending or descending (newest first);
+``LIMIT page_size + 1`` tells whether a next page exists.
 
 Only the columns a listing shows are read (never ``task_data``); times and booleans are bound
 and read through the client's dialect, as the scheduler stores them.
@@ -43,6 +44,12 @@ class ExecutionQuery:
     task_name: str | None = None
     state: ExecutionState | None = None
     instance_prefix: str | None = None
+    #: due at or after this time
+    due_from: datetime | None = None
+    #: due before this time
+    due_until: datetime | None = None
+    #: latest due time first (key order descending for the held listings)
+    newest_first: bool = False
     page_size: int = 50
     after: PageKey | None = None
 
@@ -111,22 +118,20 @@ def _scheduled_rows(client: SchedulerClient, query: ExecutionQuery, now: datetim
         conditions.append(c.picked == d.encode_bool(True))
     elif state is ExecutionState.FAILING:
         conditions += [not_picked, failures > 0]
+    if query.due_from is not None:
+        conditions.append(c.execution_time >= d.encode_time(query.due_from))
+    if query.due_until is not None:
+        conditions.append(c.execution_time < d.encode_time(query.due_until))
     after = query.after
     if after is not None and after.execution_time is not None:
-        at = d.encode_time(after.execution_time)
         conditions.append(
-            sa.or_(
-                c.execution_time > at,
-                sa.and_(
-                    c.execution_time == at,
-                    sa.or_(
-                        c.task_name > after.task_name,
-                        sa.and_(c.task_name == after.task_name, c.task_instance > after.instance_id),
-                    ),
-                ),
+            _beyond(
+                query,
+                (c.execution_time, c.task_name, c.task_instance),
+                (d.encode_time(after.execution_time), after.task_name, after.instance_id),
             )
         )
-    order = (c.execution_time, c.task_name, c.task_instance)
+    order = _ordered(query, c.execution_time, c.task_name, c.task_instance)
     if state is None and query.instance_prefix:
         # An instance prefix is no index's prefix: the page walks execution_time_idx and tests
         # each entry. Walked for the keys alone (the index holds them), only the page's rows
@@ -146,7 +151,7 @@ def _scheduled_rows(client: SchedulerClient, query: ExecutionQuery, now: datetim
                     sa.and_(row.c.task_name == page.c.task_name, row.c.task_instance == page.c.task_instance),
                 )
             )
-            .order_by(row.c.execution_time, row.c.task_name, row.c.task_instance)
+            .order_by(*_ordered(query, row.c.execution_time, row.c.task_name, row.c.task_instance))
         )
     else:
         statement = (
@@ -190,18 +195,19 @@ def _held_rows(client: SchedulerClient, query: ExecutionQuery, now: datetime) ->
     )
     c = t.c
     conditions: list[Any] = [*_common(c, query), c.state == query.state.value]
+    if query.due_from is not None:
+        conditions.append(c.execution_time >= d.encode_time(query.due_from))
+    if query.due_until is not None:
+        conditions.append(c.execution_time < d.encode_time(query.due_until))
     after = query.after
     if after is not None:
         conditions.append(
-            sa.or_(
-                c.task_name > after.task_name,
-                sa.and_(c.task_name == after.task_name, c.task_instance > after.instance_id),
-            )
+            _beyond(query, (c.task_name, c.task_instance), (after.task_name, after.instance_id))
         )
     statement = (
         sa.select(c.task_name, c.task_instance, c.execution_time, c.consecutive_failures)
         .where(*conditions)
-        .order_by(c.task_name, c.task_instance)
+        .order_by(*_ordered(query, c.task_name, c.task_instance))
         .limit(query.page_size + 1)
     )
     try:
@@ -215,6 +221,22 @@ def _held_rows(client: SchedulerClient, query: ExecutionQuery, now: datetime) ->
         assert execution_time is not None
         rows.append(ListedExecution(r[0], r[1], execution_time, query.state, False, int(r[3] or 0)))
     return rows
+
+
+def _ordered(query: ExecutionQuery, *columns: Any) -> list[Any]:
+    return [column.desc() for column in columns] if query.newest_first else list(columns)
+
+
+def _beyond(query: ExecutionQuery, columns: tuple[Any, ...], last: tuple[Any, ...]) -> Any:
+    """The rows after ``last`` in the page's order: the keyset condition, spelled out
+    (``(a, b) > (x, y)`` as ``a > x OR (a = x AND b > y)``) so that every database uses its
+    index for the leading column."""
+    first, *rest = columns
+    value, *rest_values = last
+    step = first < value if query.newest_first else first > value
+    if not rest:
+        return step
+    return sa.or_(step, sa.and_(first == value, _beyond(query, tuple(rest), tuple(rest_values))))
 
 
 def _common(c: Any, query: ExecutionQuery) -> list[Any]:

@@ -7,9 +7,12 @@ from datetime import datetime
 
 from ekbatan.integrations.operator.listing import ExecutionQuery, PageKey
 from ekbatan.integrations.operator.states import ExecutionState
+from ekbatan.integrations.operator.typed_times import parse_typed_time
 
-__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "QueryError", "parse_query"]
+__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "ORDERS", "QueryError", "parse_query"]
 
+#: ``order``: soonest due first (the default), or latest first
+ORDERS = ("due", "newest")
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 
@@ -27,13 +30,34 @@ def parse_query(params: Mapping[str, str]) -> ExecutionQuery:
         except ValueError:
             names = ", ".join(s.value for s in ExecutionState)
             raise QueryError(f"state must be one of {names}, got {state_text!r}") from None
+    order = params.get("order") or "due"
+    if order not in ORDERS:
+        raise QueryError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    due_from, due_until = _time(params, "from"), _time(params, "until")
+    if due_from is not None and due_until is not None and due_until <= due_from:
+        raise QueryError(
+            f"until ({due_until:%Y-%m-%dT%H:%M:%S}) must come after from ({due_from:%Y-%m-%dT%H:%M:%S})"
+        )
     return ExecutionQuery(
         task_name=params.get("task") or None,
         state=state,
         instance_prefix=params.get("prefix") or None,
+        due_from=due_from,
+        due_until=due_until,
+        newest_first=order == "newest",
         page_size=_page_size(params.get("page_size")),
         after=_after(params, held=state is not None and state.held),
     )
+
+
+def _time(params: Mapping[str, str], name: str) -> datetime | None:
+    text = params.get(name) or None
+    if text is None:
+        return None
+    try:
+        return parse_typed_time(text)
+    except ValueError as error:
+        raise QueryError(f"{name}: {error}") from None
 
 
 def _page_size(text: str | None) -> int:

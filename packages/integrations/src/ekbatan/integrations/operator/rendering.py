@@ -23,6 +23,11 @@ def _when(value: datetime | None) -> str:
     return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _typed(value: datetime | None) -> str:
+    """A time as a ``datetime-local`` input shows and sends it, in UTC."""
+    return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def _age(value: timedelta | None) -> str:
     if value is None:
         return "—"
@@ -52,6 +57,7 @@ def templates() -> Jinja2Templates:
     )
     environment.filters["when"] = _when
     environment.filters["age"] = _age
+    environment.filters["typed"] = _typed
     environment.filters["millis"] = _millis
     return Jinja2Templates(env=environment)
 
