@@ -44,7 +44,7 @@ def test_the_pages_answer_under_the_mount_path_beside_the_apps_routes(tmp_path):
     assert overview.status_code == 200, page
     assert '<tr data-task="send-mail">' in page
     # links and assets under the mount; the page polls (no stream through WSGI)
-    assert 'href="/ops/executions"' in page and 'src="/ops/static/live.js"' in page
+    assert 'href="/ops/executions"' in page and 'src="/ops/static/live.js?v=' in page
     assert '<body data-live="poll"' in page
     assert web.get("/ops/static/live.js").status_code == 200
     listing = web.get("/ops/executions?task=send-mail").get_data(as_text=True)

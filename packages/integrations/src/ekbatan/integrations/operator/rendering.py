@@ -4,6 +4,7 @@ filters and links the templates share. Links start at the mount's ``root_path``.
 
 from __future__ import annotations
 
+import importlib.metadata
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,17 @@ from starlette.templating import Jinja2Templates
 __all__ = ["STATIC_DIRECTORY", "Links", "templates"]
 
 _HERE = Path(__file__).resolve().parent
+
+
+def _release() -> str:
+    try:
+        return importlib.metadata.version("ekbatan-integrations")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "dev"
+
+
+#: the release the static files (the stylesheet, live.js) come with
+ASSETS_VERSION = _release()
 STATIC_DIRECTORY = _HERE / "static"
 
 
@@ -88,4 +100,5 @@ class Links:
         return self.base + "/live"
 
     def static(self, name: str) -> str:
-        return f"{self.base}/static/{quote(name)}"
+        # the release in the address: a browser never keeps an older release's script or style
+        return f"{self.base}/static/{quote(name)}?v={quote(ASSETS_VERSION)}"
