@@ -1,5 +1,6 @@
-"""Ekbatan in a FastAPI application: a lifespan, dependencies, non-blocking calls and a readiness
-endpoint; the guide is docs/wiring/fastapi.md.
+"""Ekbatan in a FastAPI application: a lifespan, dependencies, non-blocking calls, a readiness
+endpoint and the operator view behind the application's dependencies; the guide is
+docs/wiring/fastapi.md.
 
 The runtime is built by the lifespan in each worker process, never at import time; no signal
 handler is installed (uvicorn owns SIGTERM and SIGINT and ends the lifespan, which stops Ekbatan).
@@ -28,6 +29,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 from ekbatan.core import ActionExecutor, EkbatanSettings
 from ekbatan.core.outbox import Action
 from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance
+from ekbatan.integrations.fastapi_operator import operator_router
 from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
 from ekbatan.integrations.metrics_exposition import METRICS_OFF, render_metrics
 from ekbatan.integrations.options import EkbatanOptions, OptionFields
@@ -44,6 +46,7 @@ __all__ = [
     "health_report",
     "health_router",
     "metrics_router",
+    "operator_router",
     "run_action",
     "schedule_task",
     "scheduler_client",

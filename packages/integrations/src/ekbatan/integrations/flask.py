@@ -44,6 +44,7 @@ from ekbatan.core.sharding import resolve_jobs_config
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.integrations.discovery import scan
 from ekbatan.integrations.flask_cli import EXTENSION_KEY, ekbatan_cli
+from ekbatan.integrations.flask_operator import check_mount_path, operator_view_blueprint
 from ekbatan.integrations.health import FAILING_TASKS_CACHE, health_report
 from ekbatan.integrations.metrics_exposition import METRICS_OFF, render_metrics
 from ekbatan.integrations.options import EkbatanOptions, OptionFields, _flag
@@ -292,17 +293,40 @@ class Ekbatan:
 
         return blueprint
 
-    # ------------------------------------------------------------------ when to start
+    # ------------------------------------------------------------------ the operator view
+    def operator_blueprint(
+        self,
+        app: Flask | None = None,
+        *,
+        url_prefix: str = "/ekbatan",
+        name: str = "ekbatan_operator",
+        **operator_options: Any,
+    ) -> Blueprint:
+        """The operator view (``ekbatan.integrations.operator``) as a blueprint serving every
+        address under ``url_prefix``; register it with ``app.register_blueprint(...)``. Unlike
+        :meth:`mount_operator_view`, its requests go through Flask: the application's and the
+        blueprint's ``before_request`` hooks run first (one answering 401 or 403 refuses the
+        page or action). The view runs outside Flask's context (no ``flask.g`` there): what a hook
+        puts in ``request.environ`` reaches ``authorize`` and ``actor`` as
+        ``request.scope["wsgi_environ"]``. The pages read the runtime of ``app`` (default: the
+        application the blueprint is registered on) in the serving process and start nothing;
+        ``operator_options`` are :func:`~ekbatan.integrations.operator.operator_app`'s, checked
+        at registration; pages refresh by polling."""
+        return operator_view_blueprint(
+            lambda serving: self.runtime_for(app or serving),
+            url_prefix=url_prefix,
+            name=name,
+            **operator_options,
+        )
+
     def mount_operator_view(self, app: Flask, path: str = "/ekbatan", **options: Any) -> None:
         """Serve the operator view (``ekbatan.integrations.operator``) under ``path`` beside
         ``app``: its pages read through this extension's runtime in the serving process and
         start nothing. ``options`` are :func:`~ekbatan.integrations.operator.operator_app`'s
         (``read_only``, ``authorize``, ``actor``, ``title``, ...); pages refresh by polling.
-        Flask's own request hooks do not run for these pages: guard them with ``authorize``."""
-        if not path.startswith("/") or path.endswith("/") or "//" in path:
-            raise ValueError(
-                f"operator view path {path!r}: write an absolute path without a trailing '/', e.g. '/ekbatan'"
-            )
+        Flask's own request hooks do not run for these pages: guard them with ``authorize``, or
+        serve them with :meth:`operator_blueprint`, which the hooks guard."""
+        check_mount_path(path)
         from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
         from ekbatan.integrations.operator import operator_wsgi
@@ -310,6 +334,7 @@ class Ekbatan:
         view = operator_wsgi(lambda: self.runtime_for(app), **options)
         app.wsgi_app = DispatcherMiddleware(app.wsgi_app, {path: view})  # type: ignore[method-assign]
 
+    # ------------------------------------------------------------------ when to start
     def _start_on_first_request(self) -> None:
         state = self._states.get(_app_of_this_context())
         if state is not None and (state.runtime is None or not state.runtime.started):
