@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance
+from ekbatan.distributed_jobs.scheduler import HoldState, SchedulerClient, TaskInstance
 from testsupport import IsolatedDatabase, wait_until
 from testsupport.browser import SCREENSHOTS, headless_chromium
 
@@ -307,4 +307,153 @@ def test_an_open_overview_shows_new_work_without_a_reload_and_rests_while_hidden
         page.evaluate(SET_HIDDEN, False)
         page.wait_for_selector('tr[data-task="cleanup"]', timeout=5_000)
         assert page.evaluate("window.ekbatanLive.state") == mode
+    engine.dispose()
+
+
+FLAKY_TASKS = '''
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from ekbatan.distributed_jobs import one_time_task
+from ekbatan.distributed_jobs.scheduler import OnFailureRetryLater
+
+ENGINE = sa.create_engine({url!r}, poolclass=sa.NullPool)
+
+
+@one_time_task("send-invoice", max_retries=2, on_failure=OnFailureRetryLater(timedelta(milliseconds=200)))
+def send_invoice(instance, ctx):
+    """Fails while the invoice server is down (a row the test flips); each send leaves a row."""
+    with ENGINE.begin() as connection:
+        if not connection.execute(sa.text("SELECT up FROM invoice_server")).scalar_one():
+            raise ConnectionError("invoice server refused invoice " + instance.id)
+        connection.execute(sa.text("INSERT INTO invoices_sent (instance_id) VALUES (:id)").bindparams(id=instance.id))
+'''
+
+INVOICE = ("send-invoice", "order-1045")
+REFUSED = "ConnectionError: invoice server refused invoice order-1045"
+
+#: every <details> of the page opened (the tracebacks), as an operator reading them does
+OPEN_DETAILS = "() => document.querySelectorAll('main details').forEach(d => { d.open = true; })"
+ALL_OPEN = "() => [...document.querySelectorAll('main details')].every(d => d.open)"
+
+
+@pytest.mark.dialects("postgres", "mariadb")
+def test_an_operator_retries_a_dead_execution_in_a_browser_and_it_succeeds(
+    dialect: str, database: IsolatedDatabase, tmp_path: Path
+):
+    config = migrated_config(tmp_path, database.url)
+    # the worker looks for due work every 200 ms, not every 10 s: retries and the operator's
+    # retry are picked up at once
+    document = yaml.safe_load(config.read_text("utf-8"))
+    document["ekbatan"]["jobs"] = {"polling-interval": "PT0.2S"}
+    config.write_text(yaml.safe_dump(document), "utf-8")
+    engine = sa.create_engine(database.url, poolclass=sa.NullPool)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE invoice_server (up INTEGER NOT NULL)"))
+        connection.execute(sa.text("INSERT INTO invoice_server (up) VALUES (0)"))
+        connection.execute(sa.text("CREATE TABLE invoices_sent (instance_id VARCHAR(100) NOT NULL)"))
+    package = tmp_path / "invoicejobs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tasks.py").write_text(FLAKY_TASKS.format(url=database.url))
+    client = SchedulerClient(engine)
+
+    def sent() -> list[str]:
+        with engine.connect() as connection:
+            return list(connection.execute(sa.text("SELECT instance_id FROM invoices_sent")).scalars())
+
+    def results() -> list[str]:
+        """The runs of the invoice the history holds, oldest first."""
+        return [run.result.value for run in reversed(client.history(*INVOICE))]
+
+    shots = SCREENSHOTS / dialect
+    shots.mkdir(parents=True, exist_ok=True)
+    with (
+        ekbatan("worker", "--config", str(config), "--packages", "invoicejobs", cwd=tmp_path) as worker,
+        operator_ui(config, "--allow-actions") as base,
+    ):
+        client.schedule(TaskInstance(*INVOICE), datetime.now(UTC))
+
+        def dead() -> bool:
+            assert worker.poll() is None, worker.communicate()
+            held = client.get_held_execution(*INVOICE)
+            # the history is written off the runs' path, a moment after the row is moved
+            return held is not None and held.state is HoldState.DEAD and len(results()) == 3
+
+        wait_until(dead, timeout=60, interval=0.1, message="the invoice is dead after its retries")
+        # once and two retries, all refused; nothing was sent
+        assert results() == ["failed", "failed", "dead"] and sent() == []
+
+        with headless_chromium() as browser:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(f"{base}/")
+            invoice = page.locator('tr[data-task="send-invoice"]')
+            assert invoice.locator('[data-state="dead"]').inner_text().strip() == "1"
+            assert invoice.locator('button[data-action="retry-all-dead"]').count() == 1
+
+            # "Retry dead…" lists the task's dead executions, each with its own Retry
+            invoice.locator("a.retry-dead").click()
+            page.wait_for_load_state()
+            dead_listing = page.url
+            [row] = page.locator("tr.execution").all()
+            assert row.locator("td.instance").inner_text() == "order-1045"
+            assert row.locator("td.state").inner_text().strip() == "dead"
+
+            # the execution's page: dead, with the error and traceback of the run that ended it,
+            # and each failed run in its history
+            row.locator("td.instance a").click()
+            page.wait_for_load_state()
+            assert page.locator("#state").inner_text().startswith("dead")
+            assert page.locator("#failures").inner_text() == "3"
+            assert page.locator("table.fields td.error").inner_text() == REFUSED
+            # the traceback is folded: the operator opens it
+            page.locator("main > details > summary").click()
+            traceback = page.locator("main > details pre").inner_text()
+            assert traceback.startswith("Traceback (most recent call last):")
+            assert traceback.rstrip().endswith(REFUSED) and "invoicejobs/tasks.py" in traceback
+            runs = page.locator("table.history tr.run")
+            assert runs.locator("td.result").all_inner_texts() == ["dead", "failed", "failed"]
+            assert runs.locator("span.error").all_inner_texts() == [REFUSED] * 3
+
+            def shot() -> bool:
+                """A screenshot with the tracebacks open; again if the page's live refresh (every
+                5 s, on either database) swapped in its <main> meanwhile, folding them again."""
+                page.evaluate(OPEN_DETAILS)
+                page.screenshot(path=str(shots / "dead.png"), full_page=True)
+                return bool(page.evaluate(ALL_OPEN))
+
+            wait_until(shot, timeout=30, interval=0, message="a screenshot with the tracebacks open")
+
+            # the cause is fixed outside the browser: the invoice server is up again
+            with engine.begin() as connection:
+                connection.execute(sa.text("UPDATE invoice_server SET up = 1"))
+
+            page.goto(dead_listing)
+            page.locator('tr.execution button[data-action="retry-dead"]').click()
+            page.wait_for_load_state()
+            assert (
+                page.locator("#question").inner_text() == "Run dead execution send-invoice/order-1045 again?"
+            )
+            page.locator("#confirm").click()
+            page.wait_for_load_state()
+            assert page.locator(".flash").inner_text() == "1 execution(s) back in the schedule."
+            # back in the schedule, it is no longer dead, whether or not the worker ran it yet
+            assert page.locator("tr.execution").count() == 0
+
+            def succeeded() -> bool:
+                assert worker.poll() is None, worker.communicate()
+                return (
+                    client.get_held_execution(*INVOICE) is None
+                    and client.get_scheduled_execution(INVOICE) is None
+                    and results()[-1:] == ["succeeded"]
+                )
+
+            wait_until(succeeded, timeout=60, interval=0.1, message="the retried invoice is sent")
+            # sent once, by the run after the three refused ones
+            assert results() == ["failed", "failed", "dead", "succeeded"] and sent() == ["order-1045"]
+
+            page.goto(f"{base}/")
+            assert invoice.locator('[data-state="dead"]').inner_text().strip() == "0"
+            assert invoice.locator('button[data-action="retry-all-dead"]').count() == 0
     engine.dispose()
