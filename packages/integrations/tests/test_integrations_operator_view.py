@@ -298,9 +298,16 @@ def test_detail_shows_the_row_and_its_history(web: TestClient):
     data = web.get("/executions/send-mail/m-2").text
     assert '"n": 2' in html.unescape(re.search(r'<pre id="data-json">(.*?)</pre>', data, re.S).group(1))  # type: ignore[union-attr]
 
-    gone = web.get("/executions/import-prices/ok-1")
-    assert gone.status_code == 404
-    assert "No execution import-prices/ok-1" in gone.text
+    # ok-1 succeeded: its row is gone, its page stays while the history holds its run
+    finished = web.get("/executions/import-prices/ok-1")
+    assert finished.status_code == 200, finished.text
+    assert re.search(r'id="state">finished', finished.text)
+    runs = re.findall(r'<tr class="run">(.*?)</tr>', finished.text, re.S)
+    assert len(runs) == 1 and '<td class="result">succeeded</td>' in runs[0]
+    assert "Run now" not in finished.text and "Not kept" in finished.text
+    never = web.get("/executions/import-prices/ok-404")
+    assert never.status_code == 404
+    assert "No execution import-prices/ok-404" in never.text
 
 
 @pytest.mark.dialects("sqlite", "postgres")

@@ -4,6 +4,7 @@ application — ``app.mount("/ekbatan", operator_app(runtime))`` — or to serve
 and never starts a scheduler."""
 
 from ekbatan.integrations.operator.app import CANCEL, PAUSE, RETRY, RUN, VIEW, Actor, Authorize, operator_app
+from ekbatan.integrations.operator.audit import Audit, AuditEntry
 from ekbatan.integrations.operator.basic_auth import BasicAuth
 from ekbatan.integrations.operator.eventlog_shards import EventlogShard, EventlogShards
 from ekbatan.integrations.operator.states import ExecutionState
@@ -16,6 +17,8 @@ __all__ = [
     "RUN",
     "VIEW",
     "Actor",
+    "Audit",
+    "AuditEntry",
     "Authorize",
     "BasicAuth",
     "EventlogShard",

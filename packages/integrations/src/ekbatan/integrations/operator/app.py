@@ -37,6 +37,7 @@ from ekbatan.integrations.operator.actions import (
     ask,
     perform,
 )
+from ekbatan.integrations.operator.audit import Audit, AuditEntry, log_audit
 from ekbatan.integrations.operator.csrf import FIELD, Csrf
 from ekbatan.integrations.operator.detail import read_detail
 from ekbatan.integrations.operator.eventlog_shards import EventlogShards, eventlog_shards_of
@@ -74,6 +75,7 @@ def operator_app(
     refresh_interval: float = DEFAULT_INTERVAL,
     csrf_secret: str | bytes | None = None,
     eventlog: EventlogShards | None = None,
+    audit: Audit = log_audit,
 ) -> Starlette:
     """The pages, to mount: ``app.mount("/ekbatan", operator_app(runtime))``. With
     ``read_only=False`` they offer actions (POST forms, CSRF-protected and confirmed). ``live``
@@ -83,7 +85,8 @@ def operator_app(
     16 bytes): the key of the forms' CSRF tokens, the same for every replica behind a load
     balancer so that each accepts the others' pages (default: a random one per app).
     ``eventlog``: the shards whose event pipeline a bare ``SchedulerClient``'s overview shows and
-    re-drives (a runtime brings its own)."""
+    re-drives (a runtime brings its own). ``audit``: given each confirmed action, done or
+    refused (default: a line on the ``ekbatan.integrations.operator.audit`` logger)."""
     if not isinstance(source, EkbatanRuntime | SchedulerClient) and not callable(source):
         raise TypeError(
             f"expected an EkbatanRuntime, a SchedulerClient or a function returning one, "
@@ -161,19 +164,38 @@ def operator_app(
         given = resolved()
         shards = shards_of(given)
         scheduler = given.scheduler_client if isinstance(given, EkbatanRuntime) else given
+        confirmed = params.get("confirm") == "yes"
+        actor_name = who(request)
+        reason = params.get("reason", "").strip() or None
+
+        def audited(done: bool, status: int, said: str) -> None:
+            if confirmed:  # a form only asked is not an action yet
+                entry = AuditEntry.of(
+                    params,
+                    actor=actor_name,
+                    action=action.name,
+                    kind=action.kind,
+                    reason=reason,
+                    done=done,
+                    status=status,
+                    message=said,
+                )
+                audit(entry)
+
         try:
-            if params.get("confirm") != "yes":
+            if not confirmed:
                 question = await run_in_threadpool(ask, scheduler, action, params, shards=shards)
                 return _confirm(request, action, question, params, back)
-            reason = params.get("reason", "").strip() or None
             message = await run_in_threadpool(
-                perform, scheduler, action, params, actor=who(request), reason=reason, shards=shards
+                perform, scheduler, action, params, actor=actor_name, reason=reason, shards=shards
             )
         except ActionError as error:
+            audited(False, error.status, str(error))
             heading = "Conflict" if error.status == 409 else "Bad request"
             return render(
                 request, "error.html", error.status, heading=heading, message=str(error), return_to=back
             )
+        audited(True, 303, message)
         return RedirectResponse(_with_message(back, message), status_code=303)
 
     def _confirm(

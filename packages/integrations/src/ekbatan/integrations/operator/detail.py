@@ -1,5 +1,7 @@
 """One execution as the detail page shows it: its row (in ``scheduled_tasks``, or held), its
-task's pause, and its runs from the execution history (newest first) when that table exists."""
+task's pause, and its runs from the execution history (newest first) when that table exists.
+An execution that is gone (it succeeded, or was cancelled) still has its page while the history
+holds runs of it: what happened to it is what an operator comes to read."""
 
 from __future__ import annotations
 
@@ -58,6 +60,11 @@ class ExecutionDetail:
     history: list[HistoryEntry] | None
 
     @property
+    def finished(self) -> bool:
+        """Neither scheduled nor held any more: only its recorded runs are left."""
+        return self.view is None and self.held is None
+
+    @property
     def data(self) -> DataText | None:
         if self.view is not None:
             return data_text(self.view.raw_data)
@@ -72,14 +79,16 @@ class ExecutionDetail:
 def read_detail(
     client: SchedulerClient, task: str, instance: str, *, history_limit: int = HISTORY_LIMIT
 ) -> ExecutionDetail | None:
-    """None when the execution is neither in ``scheduled_tasks`` nor held."""
+    """None when the execution is neither in ``scheduled_tasks`` nor held, nor has a run in
+    the history."""
     found = client.get_scheduled_execution((task, instance))
     view = None if found is None else TaskView.of(found.execution)
     held = _held(client, task, instance) if view is None else None
-    if view is None and held is None:
+    history = _history(client, task, instance, history_limit)
+    if view is None and held is None and not history:
         return None
     pause = next((p for p in _pauses(client) if p.task_name == task), None)
-    return ExecutionDetail(task, instance, view, held, pause, _history(client, task, instance, history_limit))
+    return ExecutionDetail(task, instance, view, held, pause, history)
 
 
 def _held(client: SchedulerClient, task: str, instance: str) -> HeldExecution | None:

@@ -20,20 +20,32 @@
     }
   }
 
-  function typing() {
-    // never swap a form away under the operator's hands
+  function busyReading() {
+    // never swap a form away under the operator's hands, nor text they are selecting
     var active = document.activeElement;
-    return !!(active && active.closest("main") && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName));
+    if (active && active.closest("main") && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName)) return true;
+    var selection = window.getSelection && window.getSelection();
+    return !!(selection && !selection.isCollapsed && selection.anchorNode &&
+      document.querySelector("main").contains(selection.anchorNode));
+  }
+
+  function openedDetails() {
+    // what the operator unfolded (a traceback) stays unfolded in the fresh page
+    return Array.prototype.map.call(document.querySelectorAll("main details[open][id]"), function (d) { return d.id; });
   }
 
   function refresh() {
-    if (busy || document.hidden || typing()) return;
+    if (busy || document.hidden || busyReading()) return;
     busy = true;
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Ekbatan-Live": "1" } })
       .then(function (response) { return response.ok ? response.text() : null; })
       .then(function (text) {
         if (text === null) return;  // gone (a finished execution) or refused: keep what is shown
         var fresh = new DOMParser().parseFromString(text, "text/html");
+        openedDetails().forEach(function (id) {
+          var again = fresh.getElementById(id);
+          if (again && again.tagName === "DETAILS") again.open = true;
+        });
         ["main", "footer"].forEach(function (tag) {
           var now = document.querySelector(tag), next = fresh.querySelector(tag);
           if (now && next) now.replaceWith(next);
