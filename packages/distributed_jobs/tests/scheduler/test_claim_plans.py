@@ -41,13 +41,15 @@ def bulk_load_without_statistics(engine: sa.Engine) -> None:
     assert never_analysed
 
 
-def claim_statement(engine: sa.Engine, limit: int) -> tuple[str, dict]:
+def claim_statement(
+    engine: sa.Engine, limit: int, names: tuple[str, ...] = ("one", "two")
+) -> tuple[str, dict]:
     """The lock-and-fetch claim as the engine sends it, with its parameters (the claimed rows
-    stay claimed: each call takes ``limit`` more)."""
+    stay claimed: each call takes ``limit`` more), by a process knowing the tasks ``names``."""
     repository = TaskRepository(
         engine,
         resolve_dialect(engine),
-        TaskResolver([Tasks.one_time("one").execute(noop), Tasks.one_time("two").execute(noop)]),
+        TaskResolver([Tasks.one_time(name).execute(noop) for name in names]),
         picked_by="node-1",
     )
     sent: list[tuple[str, dict]] = []
@@ -79,3 +81,39 @@ def test_a_claim_walks_the_execution_time_index_on_a_table_never_analysed(engine
     # the only sort allowed is the outer one over the claimed rows, not one under the LIMIT
     inner = plan[plan.index("LockRows") :]
     assert "Bitmap" not in inner and "Sort" not in inner and "Seq Scan" not in inner, plan
+
+
+def bulk_load_with_stale_statistics(engine: sa.Engine) -> None:
+    """MariaDB: statistics taken of the empty table and kept (no background recalculation),
+    then ``BACKLOG`` due rows of task ``one`` — as a burst leaves a table until InnoDB's
+    recalculation gets to it."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE scheduled_tasks STATS_AUTO_RECALC = 0")
+        conn.exec_driver_sql("ANALYZE TABLE scheduled_tasks").all()
+        conn.exec_driver_sql(
+            "INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, picked, version) "
+            f"SELECT 'one', CONCAT('i', seq), UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, 0, 1 FROM seq_1_to_{BACKLOG}"
+        )
+
+
+@pytest.mark.dialects("mariadb")
+@pytest.mark.parametrize("limit", [10, 100])
+def test_a_claim_of_the_one_task_a_process_knows_walks_the_index_and_locks_only_its_rows(engine, limit):
+    """One known name is an equality on the primary key's first column: with stale statistics
+    MariaDB took it for a key lookup, read and locked every due row, and sorted them."""
+    bulk_load_with_stale_statistics(engine)
+    statement, parameters = claim_statement(engine, limit, names=("one",))
+    with engine.connect() as conn:
+        [plan] = conn.exec_driver_sql(f"EXPLAIN {statement}", parameters).mappings().all()
+    assert plan["key"] == "execution_time_idx" and "filesort" not in (plan["Extra"] or ""), plan
+    # claimed as a claim does, in a transaction of its own: only the rows it returns locked
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(statement, parameters).all()
+        [locked] = conn.exec_driver_sql(
+            "SELECT trx_rows_locked FROM information_schema.innodb_trx "
+            "WHERE trx_mysql_thread_id = CONNECTION_ID()"
+        ).one()
+        conn.rollback()
+    assert len(rows) == limit
+    # a few lock records per claimed row (the index entry walked, the row), never the backlog's
+    assert locked <= 4 * limit, locked
