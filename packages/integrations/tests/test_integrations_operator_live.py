@@ -202,5 +202,7 @@ def test_bad_live_settings_are_refused_naming_the_value(client: SchedulerClient)
         operator_app(client, live="push")
     with pytest.raises(ValueError, match=r"refresh_interval=0.*above 0"):
         operator_app(client, refresh_interval=0)
+    with pytest.raises(ValueError, match=r"refresh_interval='5'.*a number of seconds"):
+        operator_app(client, refresh_interval="5")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="EkbatanRuntime, a SchedulerClient or a function"):
         operator_app("postgresql://db/app")  # type: ignore[arg-type]

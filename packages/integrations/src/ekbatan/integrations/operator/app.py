@@ -98,7 +98,11 @@ def operator_app(
         raise ValueError("eventlog goes with a SchedulerClient: a runtime's own shards are shown")
     if live not in LIVE_MODES:
         raise ValueError(f"live={live!r}: write one of {', '.join(map(repr, LIVE_MODES))}")
-    if not refresh_interval > 0:
+    if (
+        isinstance(refresh_interval, bool)
+        or not isinstance(refresh_interval, int | float)
+        or refresh_interval <= 0
+    ):
         raise ValueError(f"refresh_interval={refresh_interval!r}: write a number of seconds above 0, e.g. 5")
     rendered = templates()
     csrf = Csrf(csrf_secret)
