@@ -68,6 +68,27 @@ def test_a_failed_read_behind_keeps_the_last_reading_and_is_counted():
     assert reads.get(source).value == 1
 
 
+def test_a_first_read_longer_than_the_wait_is_shown_as_counting_until_it_ends():
+    source = Source()
+    source.hold.clear()
+    reads = BackgroundRead(source.read, first_wait=0.05)
+    assert reads.get(source) is None  # still counting: the page says so
+    assert reads.get(source) is None and source.calls == 1  # one first read, not one per request
+    source.hold.set()
+    first = wait_until(lambda: reads.get(source), timeout=5, message="the first read kept")
+    assert (first.value, source.calls) == (1, 1)
+
+
+def test_a_first_read_that_fails_is_said_by_the_request_that_finds_it_then_read_again():
+    source = Source()
+    source.fail = True
+    reads = BackgroundRead(source.read, first_wait=None)  # wait for it: as a read in the request
+    with pytest.raises(RuntimeError, match="the database went away"):
+        reads.get(source)
+    source.fail = False
+    assert reads.get(source).value == 2
+
+
 def test_a_new_source_is_read_afresh():
     source, other = Source(), Source()
     reads = BackgroundRead(lambda s: s.read(s), fast=0.0, min_interval=3600.0)
@@ -101,3 +122,28 @@ def test_the_overview_says_how_old_counts_read_behind_are(database, monkeypatch)
     age = re.search(r'data-counted-age="([\d.]+)"', second)
     assert age is not None and float(age.group(1)) < 60
     assert "counted again in the background, at most every 3600" in second
+
+
+@pytest.mark.dialects("postgres")
+def test_an_overview_whose_first_count_is_slow_says_it_is_counting_then_shows_the_counts(database):
+    engine = database.engine()
+    create_table(engine)
+    client = SchedulerClient(engine)
+    client.schedule(TaskInstance("mail", "m-1"), datetime.now(UTC) + timedelta(hours=1))
+    with TestClient(operator_app(client, live="poll")) as web:
+        # another session holds the history: the first read of its day waits for it, as a big
+        # table's would (the page's other reads, along indexes, go on)
+        with engine.connect() as blocker:
+            blocker.exec_driver_sql("LOCK TABLE scheduled_tasks_history IN ACCESS EXCLUSIVE MODE")
+            waiting = web.get("/")
+            assert waiting.status_code == 200
+            assert 'id="counting"' in waiting.text and 'data-task="mail"' not in waiting.text
+            assert "fills in by itself" in waiting.text
+            blocker.rollback()
+
+        def with_counts() -> str | None:
+            page = web.get("/").text
+            return page if 'data-task="mail"' in page else None
+
+        counted = wait_until(with_counts, timeout=10, message="the counts once the first read ended")
+    assert 'id="counting"' not in counted

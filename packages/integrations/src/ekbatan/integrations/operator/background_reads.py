@@ -7,6 +7,10 @@ fast. Once one takes longer than ``fast``, the page is answered from the last re
 with its age, and a new one runs on a thread of its own — one at a time, and at most once per
 ``max(min_interval, spacing × its duration)``, so a count of 0.6 s runs at most every 6 s
 whatever the number of open tabs: the database spends at most a tenth of one connection on it.
+
+The first read of a source runs on its own thread too, and the request waits for it only
+``first_wait``: a small table answers within it, exact; a big one's page says it is counting
+(and refreshes itself) rather than keep the operator waiting a second or more.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ FAST = 0.1
 MIN_INTERVAL = 5.0
 #: a background read waits this many times its own duration before the next
 SPACING = 10.0
+#: how long a request waits for the first read before its page says it is still counting
+FIRST_WAIT = 0.25
 
 
 @dataclass(frozen=True)
@@ -59,11 +65,18 @@ class BackgroundRead(Generic[S, T]):
         fast: float | None = None,
         min_interval: float | None = None,
         spacing: float | None = None,
+        first_wait: float | None = FIRST_WAIT,
     ) -> None:
+        """``first_wait``: how long a request waits for the first read (None: until it ends)."""
         self._read = read
         self.fast = FAST if fast is None else fast
         self.min_interval = MIN_INTERVAL if min_interval is None else min_interval
         self.spacing = SPACING if spacing is None else spacing
+        self.first_wait = first_wait
+        #: set when no read is running (the first read's end is what a request waits for)
+        self._idle = threading.Event()
+        self._idle.set()
+        self._first_error: BaseException | None = None
         self._lock = threading.Lock()
         self._source: S | None = None
         self._last: Reading[T] | None = None
@@ -75,23 +88,50 @@ class BackgroundRead(Generic[S, T]):
     def _interval(self, took: float) -> float:
         return max(self.min_interval, self.spacing * took) if took > self.fast else 0.0
 
-    def get(self, source: S) -> Reading[T]:
+    def get(self, source: S) -> Reading[T] | None:
+        """The reading to show; None while the first read of ``source`` is still running."""
         with self._lock:
             if source is not self._source:
                 self._source, self._last, self._reading = source, None, False
+                self._idle.set()
             last = self._last
-            due = last is None or time.monotonic() - self._last_monotonic >= last.interval
-            background = last is not None and last.took > self.fast
+            if last is None:
+                first = not self._reading
+                if first:
+                    self._reading, self._first_error = True, None
+                    self._idle.clear()
+        if last is None:
+            return self._first(source, first)
+        with self._lock:
+            due = time.monotonic() - self._last_monotonic >= last.interval
+            background = last.took > self.fast
             start = due and background and not self._reading
             if start:
                 self._reading = True
-        if last is None or not background:
+                self._idle.clear()
+        if not background:
             return self._read_now(source)  # fast reads stay exact and fresh
         if start:
             threading.Thread(
                 target=self._read_behind, args=(source,), daemon=True, name="ekbatan-ui-count"
             ).start()
         return Reading(last.value, last.read_at, last.took, True, last.interval)
+
+    def _first(self, source: S, start: bool) -> Reading[T] | None:
+        if start:
+            threading.Thread(
+                target=self._read_behind, args=(source,), daemon=True, name="ekbatan-ui-count"
+            ).start()
+        self._idle.wait(self.first_wait)
+        with self._lock:
+            last, error, reading = self._last, self._first_error, self._reading
+            if last is None and error is not None and not reading:
+                self._first_error = None  # said once; the next request reads again
+        if last is not None:
+            return last
+        if error is not None and not reading:
+            raise error  # the first read failed: the page says so, as a read in it would
+        return None
 
     def _measured(self, source: S) -> Reading[T]:
         read_at, began = datetime.now(UTC), time.monotonic()
@@ -116,7 +156,10 @@ class BackgroundRead(Generic[S, T]):
             self.failures += 1
             with self._lock:
                 self._last_monotonic = time.monotonic()  # not again at once: after an interval
+                if self._last is None:
+                    self._first_error = error
             log.warning("reading the overview's counts failed (the last ones stay shown): %s", error)
         finally:
             with self._lock:
                 self._reading = False
+                self._idle.set()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler import HoldState, SchedulerClient, TaskPause, TaskSummary
-from ekbatan.integrations.operator.background_reads import BackgroundRead, Reading
+from ekbatan.integrations.operator.background_reads import FIRST_WAIT, BackgroundRead, Reading
 from ekbatan.integrations.operator.eventlog_shards import EventlogShards
 from ekbatan.integrations.operator.history_figures import (
     HistoryFigures,
@@ -59,6 +59,8 @@ class Overview:
     #: the oldest of the scanning reads shown (the counts per task, the history's day); the
     #: page says how old it is once it comes from an earlier request
     counted: Reading[object] | None = None
+    #: the counts per task are being read for the first time (a big table): no task rows yet
+    counting: bool = False
 
 
 def _summaries(client: SchedulerClient) -> list[TaskSummary]:
@@ -73,9 +75,13 @@ class OverviewReads:
     """The overview's two reads that group whole tables, kept by one app between requests
     (see :mod:`~ekbatan.integrations.operator.background_reads`)."""
 
-    def __init__(self) -> None:
-        self.summaries: BackgroundRead[SchedulerClient, list[TaskSummary]] = BackgroundRead(_summaries)
-        self.history: BackgroundRead[SchedulerClient, HistoryFigures | None] = BackgroundRead(_history)
+    def __init__(self, first_wait: float | None = FIRST_WAIT) -> None:
+        self.summaries: BackgroundRead[SchedulerClient, list[TaskSummary]] = BackgroundRead(
+            _summaries, first_wait=first_wait
+        )
+        self.history: BackgroundRead[SchedulerClient, HistoryFigures | None] = BackgroundRead(
+            _history, first_wait=first_wait
+        )
 
 
 def read_overview(
@@ -87,10 +93,15 @@ def read_overview(
     """Every task name with an execution in ``scheduled_tasks`` or the held table, paused, or
     with a run in the last day's history; the nodes; the event pipeline of ``shards``.
     With ``reads``, the counts per task and the history's figures may come from an earlier
-    request while they are read again in the background (big tables); without, read now."""
-    reads = reads or OverviewReads()
+    request while they are read again in the background (big tables), or still be counted
+    for the first time (``counting``: no task rows yet); without, read now."""
+    reads = reads or OverviewReads(first_wait=None)
     counted = reads.summaries.get(client)
     figures = reads.history.get(client)
+    pipeline = read_pipeline(shards, now) if shards is not None else None
+    if counted is None or figures is None:
+        nodes = nodes_seen(client.claims_by_node(), None, now)
+        return Overview([], figures is not None and figures.value is not None, nodes, pipeline, counting=True)
     summaries = {s.task_name: s for s in counted.value}
     held = _held_counts(client)
     pauses = {p.task_name: p for p in _pauses(client)}
@@ -105,7 +116,6 @@ def read_overview(
         for name in names
     ]
     nodes = nodes_seen(client.claims_by_node(), None if history is None else history.nodes, now)
-    pipeline = read_pipeline(shards, now) if shards is not None else None
     oldest: Reading[object] = min((counted, figures), key=lambda r: r.read_at)
     return Overview(tasks, history is not None, nodes, pipeline, oldest)
 
