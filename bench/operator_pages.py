@@ -9,8 +9,9 @@ last day (10 task names, 4 nodes, one in 20 failed: what the overview's hour and
 read) and 200 runs of the instance whose page is read. Each page is fetched ``SAMPLES`` times in turn through
 the real app (Starlette's TestClient, in process: what is timed is the app and its queries, not
 a network), after one unmeasured fetch; the median and the slowest are printed. The app's very
-first overview is timed apart: its table-wide counts are read in that request, where later
-overviews show the last count (with its age) while the next runs in the background.
+first overview is timed apart: it starts the table-wide counts (and waits for them 0.15 s at most,
+then says it is counting), where later overviews show the last count (with its age)
+while the next runs in the background.
 
 ``python -m bench.operator_pages [--db postgres,mariadb] [--rows N] [--history N] [--recent N] [--samples N]``
 (``./run bench operator_pages``). It prints its figures and writes nothing to ``bench/out``.
@@ -38,8 +39,9 @@ from bench.common import (
 from bench.history_ab import fill_history
 
 GOAL_MS = 300.0
-#: the first overview of an app: its table-wide counts are read in that request
-FIRST_OVERVIEW = "overview, the app's first (counted in the request)"
+#: the first overview of an app: its table-wide counts are first read then (a request waits for
+#: that first read 0.15 s, then says it is counting)
+FIRST_OVERVIEW = "overview, the app's first"
 #: runs finished over the last day (the overview reads their hour and day figures)
 RECENT = 100_000
 #: the instance whose own page (with its history) is read
@@ -159,7 +161,7 @@ def measure(url: str, samples: int) -> dict[str, list[float]]:
     timings: dict[str, list[float]] = {name: [] for name in pages}
     try:
         with TestClient(operator_app(SchedulerClient(engine))) as web:
-            # the app's first overview counts in the request; later ones are served from the
+            # the app's first overview starts the first counts; later ones are served from the
             # last count while it is counted again behind (labelled with its age on the page)
             began = time.perf_counter()
             assert web.get("/").status_code == 200
@@ -199,8 +201,7 @@ def main(argv: list[str] | None = None) -> None:
             create_scheduler_table(db.url)
             seed(db.url, args.rows, args.history, args.recent)
             for name, values in measure(db.url, args.samples).items():
-                # the first overview is said as it is; the goal is the pages' as they are used
-                mark = "" if name == FIRST_OVERVIEW else "✅" if max(values) < GOAL_MS else "❌"
+                mark = "✅" if max(values) < GOAL_MS else "❌"
                 print(
                     f"{dialect} {name}: median {statistics.median(values):.1f} ms, slowest {max(values):.1f} ms {mark}",
                     flush=True,

@@ -38,7 +38,7 @@ MIN_INTERVAL = 5.0
 #: a background read waits this many times its own duration before the next
 SPACING = 10.0
 #: how long a request waits for the first read before its page says it is still counting
-FIRST_WAIT = 0.25
+FIRST_WAIT = 0.15
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,21 @@ class BackgroundRead(Generic[S, T]):
     def _interval(self, took: float) -> float:
         return max(self.min_interval, self.spacing * took) if took > self.fast else 0.0
 
-    def get(self, source: S) -> Reading[T] | None:
-        """The reading to show; None while the first read of ``source`` is still running."""
+    def begin(self, source: S) -> None:
+        """Start the first read of ``source`` if none has started (several readings of one
+        page then count at once, and :meth:`get` waits for each no longer than for all)."""
+        with self._lock:
+            if source is self._source and (self._last is not None or self._reading):
+                return
+            self._source, self._last, self._reading, self._first_error = source, None, True, None
+            self._idle.clear()
+        threading.Thread(
+            target=self._read_behind, args=(source,), daemon=True, name="ekbatan-ui-count"
+        ).start()
+
+    def get(self, source: S, until: float | None = None) -> Reading[T] | None:
+        """The reading to show; None while the first read of ``source`` is still running past
+        ``first_wait`` (or past ``until``, a ``time.monotonic()`` deadline, when given)."""
         with self._lock:
             if source is not self._source:
                 self._source, self._last, self._reading = source, None, False
@@ -101,7 +114,7 @@ class BackgroundRead(Generic[S, T]):
                     self._reading, self._first_error = True, None
                     self._idle.clear()
         if last is None:
-            return self._first(source, first)
+            return self._first(source, first, until)
         with self._lock:
             due = time.monotonic() - self._last_monotonic >= last.interval
             background = last.took > self.fast
@@ -117,12 +130,13 @@ class BackgroundRead(Generic[S, T]):
             ).start()
         return Reading(last.value, last.read_at, last.took, True, last.interval)
 
-    def _first(self, source: S, start: bool) -> Reading[T] | None:
+    def _first(self, source: S, start: bool, until: float | None) -> Reading[T] | None:
         if start:
             threading.Thread(
                 target=self._read_behind, args=(source,), daemon=True, name="ekbatan-ui-count"
             ).start()
-        self._idle.wait(self.first_wait)
+        wait = self.first_wait if until is None else max(0.0, until - time.monotonic())
+        self._idle.wait(wait)
         with self._lock:
             last, error, reading = self._last, self._first_error, self._reading
             if last is None and error is not None and not reading:

@@ -4,6 +4,7 @@ a runtime, its event pipeline — from grouped queries only (no row is loaded on
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -96,8 +97,13 @@ def read_overview(
     request while they are read again in the background (big tables), or still be counted
     for the first time (``counting``: no task rows yet); without, read now."""
     reads = reads or OverviewReads(first_wait=None)
-    counted = reads.summaries.get(client)
-    figures = reads.history.get(client)
+    # both first reads at once, and one wait for the two
+    reads.summaries.begin(client)
+    reads.history.begin(client)
+    wait = reads.summaries.first_wait
+    until = None if wait is None else time.monotonic() + wait
+    counted = reads.summaries.get(client, until)
+    figures = reads.history.get(client, until)
     pipeline = read_pipeline(shards, now) if shards is not None else None
     if counted is None or figures is None:
         nodes = nodes_seen(client.claims_by_node(), None, now)
