@@ -126,7 +126,7 @@ def test_an_operator_reads_the_scheduler_in_a_browser(
     shots = SCREENSHOTS / dialect
     shots.mkdir(parents=True, exist_ok=True)
     with operator_ui(config) as base, headless_chromium() as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page = browser.new_page(viewport={"width": 1440, "height": 800})
         dialogs: list[str] = []
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         page.goto(f"{base}/")
