@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,38 @@ def ekbatan(*args: str, code: int = 0) -> Result:
 def as_json(*args: str, code: int = 0) -> Any:
     """``ekbatan ARGS --json``, parsed."""
     return json.loads(ekbatan(*args, "--json", code=code).stdout)
+
+
+def notification_row(
+    handler: str,
+    state: str,
+    *,
+    event_date: datetime,
+    at: datetime,
+    attempts: int = 1,
+    event_type: str = "MoneyDeposited",
+    **columns: Any,
+) -> dict[str, Any]:
+    """One ``event_notifications`` row as the fan-out writes it (the event's columns copied),
+    for tests that need notifications in given states without running the pipeline; ``at``
+    stands for every timestamp but the event's own, ``columns`` override any column."""
+    return {
+        "id": uuid.uuid4(),
+        "event_id": uuid.uuid4(),
+        "action_id": uuid.uuid4(),
+        "namespace": "wallet",
+        "action_name": "Deposit",
+        "action_params": {},
+        "started_date": at,
+        "completion_date": at,
+        "payload": {},
+        "event_type": event_type,
+        "event_date": event_date,
+        "handler_name": handler,
+        "state": state,
+        "attempts": attempts,
+        "next_retry_at": at,
+        "created_date": at,
+        "updated_date": at,
+        **columns,
+    }

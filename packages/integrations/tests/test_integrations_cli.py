@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 import yaml
-from integrations_support import application_yml, as_json, ekbatan
+from integrations_support import application_yml, as_json, ekbatan, notification_row
 
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
@@ -215,10 +215,9 @@ def test_events_status_counts_states_and_ages(app_db, migrated):
                 "event_date": now - timedelta(seconds=age), "delivered": delivered}  # fmt: skip
 
     def notification(handler: str, state: str, attempts: int, age: int) -> dict[str, Any]:
-        return {**shared, "id": uuid.uuid4(), "event_id": uuid.uuid4(), "action_id": uuid.uuid4(),
-                "handler_name": handler, "event_type": "MoneyDeposited", "event_date": now - timedelta(seconds=age),
-                "state": state, "attempts": attempts, "next_retry_at": now, "created_date": now,
-                "updated_date": now}  # fmt: skip
+        return notification_row(
+            handler, state, event_date=now - timedelta(seconds=age), at=now, attempts=attempts
+        )
 
     try:
         with engine.begin() as connection:

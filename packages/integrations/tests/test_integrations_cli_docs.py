@@ -19,6 +19,7 @@ from pathlib import Path
 import sqlalchemy as sa
 import yaml
 from click.testing import CliRunner
+from integrations_support import notification_row
 
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import ErrorRecord, HoldState, SchedulerClient
@@ -167,19 +168,14 @@ def seed(url: str) -> None:
             connection.execute(
                 tables.event_notifications.insert(),
                 [
-                    {
+                    notification_row(
+                        handler,
+                        state,
+                        event_date=now - timedelta(seconds=95),
+                        at=now,
+                        attempts=attempts,
                         **shared,
-                        "id": uuid.uuid4(),
-                        "event_id": uuid.uuid4(),
-                        "action_id": uuid.uuid4(),
-                        "handler_name": handler,
-                        "state": state,
-                        "attempts": attempts,
-                        "event_date": now - timedelta(seconds=95),
-                        "next_retry_at": now,
-                        "created_date": now,
-                        "updated_date": now,
-                    }
+                    )
                     for handler, state, attempts in states
                 ],
             )

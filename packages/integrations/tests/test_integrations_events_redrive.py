@@ -5,7 +5,6 @@ really delivered again is shown with the handling job in the local event handler
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 import yaml
-from integrations_support import AppDatabase, app_database, as_json, ekbatan
+from integrations_support import AppDatabase, app_database, as_json, ekbatan, notification_row
 from markupsafe import escape
 from starlette.testclient import TestClient
 from test_integrations_operator_actions import Forms
@@ -66,23 +65,19 @@ class Shards:
         for database in self.databases:
             engine = sa.create_engine(database.url)
             tables = eventlog_tables(engine.dialect.name, database.eventlog)
-            shared = {"namespace": "wallet", "action_name": "Deposit", "action_params": {}, "started_date": old,
-                      "completion_date": old, "payload": {}, "event_type": "MoneyDeposited", "event_date": old,
-                      "next_retry_at": old + timedelta(days=1), "created_date": old, "updated_date": old}  # fmt: skip
             try:
                 with engine.begin() as connection:
                     connection.execute(
                         tables.event_notifications.insert(),
                         [
-                            {
-                                **shared,
-                                "id": uuid.uuid4(),
-                                "event_id": uuid.uuid4(),
-                                "action_id": uuid.uuid4(),
-                                "handler_name": handler,
-                                "state": state,
-                                "attempts": 4,
-                            }
+                            notification_row(
+                                handler,
+                                state,
+                                event_date=old,
+                                at=old,
+                                attempts=4,
+                                next_retry_at=old + timedelta(days=1),
+                            )
                             for handler, state in ROWS
                         ],
                     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import re
 import threading
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from integrations_support import AppDatabase, application_yml, ekbatan
+from integrations_support import AppDatabase, application_yml, ekbatan, notification_row
 from starlette.testclient import TestClient
 
 from ekbatan.core.migrations import eventlog_tables
@@ -223,23 +222,9 @@ def test_nodes_holding_executions_show_their_heartbeat_ages_and_a_clock_ahead(da
 def insert_notifications(url: str, eventlog: str, now: datetime) -> None:
     engine = sa.create_engine(url)
     tables = eventlog_tables(engine.dialect.name, eventlog)
-    shared = {
-        "namespace": "wallet",
-        "action_name": "Deposit",
-        "action_params": {},
-        "started_date": now,
-        "completion_date": now,
-        "payload": {},
-        "event_type": "MoneyDeposited",
-        "next_retry_at": now,
-        "created_date": now,
-        "updated_date": now,
-    }
 
     def notification(handler: str, state: str, age: int) -> dict[str, Any]:
-        return {**shared, "id": uuid.uuid4(), "event_id": uuid.uuid4(), "action_id": uuid.uuid4(),
-                "handler_name": handler, "event_date": now - timedelta(seconds=age), "state": state,
-                "attempts": 1}  # fmt: skip
+        return notification_row(handler, state, event_date=now - timedelta(seconds=age), at=now)
 
     try:
         with engine.begin() as connection:
