@@ -6,7 +6,6 @@ are left in build/screenshots/ for a person to look at."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,19 +22,13 @@ import yaml
 from ekbatan.distributed_jobs.scheduler import HoldState, SchedulerClient, TaskInstance
 from testsupport import IsolatedDatabase, wait_until
 from testsupport.browser import SCREENSHOTS, headless_chromium
+from testsupport.private_servers import free_port
 
 pytestmark = pytest.mark.slow
 
 HOSTILE_TASK = "<script>window.ran = 1</script>"
 HOSTILE_INSTANCE = "<img src=x onerror=alert(1)>"
 DUE, LATER = 60, 5
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def write_config(directory: Path, url: str) -> Path:

@@ -4,6 +4,9 @@ and running the ``ekbatan`` command in process."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,12 +15,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import sqlalchemy as sa
 import yaml
 from click.testing import CliRunner, Result
 
-from testsupport import create_isolated_database
+from testsupport import create_isolated_database, wait_until
 from testsupport.eventlog_shards import drop_eventlog
+from testsupport.private_servers import free_port
 
 #: ``ekbatan.sharding`` of one SQLite shard, for settings that are built and never connected
 ONE_SHARD = {
@@ -153,3 +158,49 @@ def notification_row(
         "updated_date": at,
         **columns,
     }
+
+
+@dataclass
+class Served:
+    base: str
+    process: subprocess.Popen[str]
+    #: what it printed, once stopped
+    stderr: str = ""
+
+
+def _answering(served: Served) -> bool:
+    assert served.process.poll() is None, served.process.communicate()
+    try:
+        httpx.get(served.base + "/static/operator.css", timeout=1)
+    except httpx.TransportError:
+        return False
+    return True
+
+
+@contextmanager
+def ekbatan_ui(cwd: Path, config: str, *flags: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """``ekbatan ui --config CONFIG FLAGS`` as a process serving until the block ends (once it
+    answers); its stderr is on the yielded object afterwards. No basic auth nor CSRF secret from
+    the outer shell: ``env`` sets what a test wants."""
+    port = free_port()
+    quiet = {"EKBATAN_UI_USER": "", "EKBATAN_UI_PASSWORD": "", "EKBATAN_UI_SECRET": ""}
+    command = [sys.executable, "-m", "ekbatan.integrations.cli", "ui", "--config", config]
+    process = subprocess.Popen(
+        [*command, "--port", str(port), *flags],
+        cwd=cwd,
+        env={**os.environ, **quiet, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    served = Served(f"http://127.0.0.1:{port}", process)
+    try:
+        wait_until(lambda: _answering(served), timeout=60, message="ekbatan ui answers")
+        yield served
+    finally:
+        process.terminate()
+        try:
+            served.stderr = process.communicate(timeout=15)[1]
+        except subprocess.TimeoutExpired:
+            process.kill()
+            served.stderr = process.communicate()[1]

@@ -25,13 +25,7 @@ from starlette.testclient import TestClient
 from ekbatan.distributed_jobs.scheduler import SchedulerClient, TaskInstance, create_table
 from ekbatan.integrations.operator import operator_app
 from testsupport import wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+from testsupport.private_servers import free_port
 
 
 @contextmanager

@@ -6,22 +6,15 @@ them; and a database without eventlog tables, whose page answers without the pan
 from __future__ import annotations
 
 import html
-import os
 import re
-import socket
-import subprocess
-import sys
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 import sqlalchemy as sa
-from integrations_support import AppDatabase, application_yml
+from integrations_support import AppDatabase, application_yml, ekbatan_ui
 from test_integrations_events_redrive import (
     FRESH,
     REPORTS,
@@ -32,7 +25,6 @@ from test_integrations_events_redrive import (
 from test_integrations_operator_actions import Forms
 
 from ekbatan.distributed_jobs.scheduler import SchedulerClient, create_table
-from testsupport import wait_until
 
 #: the application given with --packages: ``mail`` has notifications, ``ledger`` none yet
 HANDLERS_PACKAGE = """
@@ -74,57 +66,6 @@ MAIL, AUDIT, LEDGER = (
     {"pending": 0, "failed": 1, "expired": 0},
     {"pending": 0, "failed": 0, "expired": 0},
 )
-
-
-@dataclass
-class Served:
-    base: str
-    process: subprocess.Popen[str]
-    #: what it printed, once stopped
-    stderr: str = ""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _answering(served: Served) -> bool:
-    assert served.process.poll() is None, served.process.communicate()
-    try:
-        httpx.get(served.base + "/static/operator.css", timeout=1)
-    except httpx.TransportError:
-        return False
-    return True
-
-
-@contextmanager
-def ekbatan_ui(cwd: Path, config: str, *flags: str) -> Iterator[Served]:
-    """``ekbatan ui`` serving ``config`` until the block ends; its stderr is checked after."""
-    port = _free_port()
-    env = {**os.environ, "EKBATAN_UI_USER": "", "EKBATAN_UI_PASSWORD": "", "EKBATAN_UI_SECRET": ""}
-    command = [sys.executable, "-m", "ekbatan.integrations.cli", "ui", "--config", config]
-    process = subprocess.Popen(
-        [*command, "--port", str(port), *flags],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    served = Served(f"http://127.0.0.1:{port}", process)
-    try:
-        wait_until(lambda: _answering(served), timeout=60, message="ekbatan ui answers")
-        yield served
-    finally:
-        process.terminate()
-        try:
-            served.stderr = process.communicate(timeout=15)[1]
-        except subprocess.TimeoutExpired:
-            process.kill()
-            served.stderr = process.communicate()[1]
 
 
 def pipeline_panel(page: str) -> dict[str, dict[str, dict[str, int]]]:

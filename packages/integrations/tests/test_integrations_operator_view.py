@@ -8,9 +8,6 @@ from __future__ import annotations
 import base64
 import html
 import re
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,7 +18,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
-from integrations_support import application_yml
+from integrations_support import application_yml, ekbatan_ui
 from starlette.testclient import TestClient
 
 from ekbatan.distributed_jobs.scheduler import (
@@ -33,7 +30,6 @@ from ekbatan.distributed_jobs.scheduler import (
     create_table,
 )
 from ekbatan.integrations.operator import operator_app
-from testsupport import wait_until
 
 HOSTILE_TASK = "<script>alert(1)</script>"
 HOSTILE_INSTANCE = '<img src=x onerror="alert(2)">&'
@@ -366,83 +362,40 @@ def test_authorize_false_is_403_and_a_bad_page_size_is_400(seeded: Seeded):
         assert bad_state.status_code == 400 and "sleeping" in bad_state.text
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _serve(tmp_path: Path, env: dict[str, str], *flags: str) -> tuple[subprocess.Popen[str], str]:
-    tmp_path.mkdir()
-    url = f"sqlite:///{tmp_path / 'ui.sqlite'}"
+def _seeded_config(directory: Path) -> str:
+    """An application.yml on a new SQLite file holding :func:`seed`'s executions."""
+    directory.mkdir()
+    url = f"sqlite:///{directory / 'ui.sqlite'}"
     engine = sa.create_engine(url)
     try:
         client = seed(engine)
         assert client.get_scheduled_execution(("send-mail", "m-1")) is not None
     finally:
         engine.dispose()
-    config = application_yml(tmp_path, url)
-    port = _free_port()
-    command = [sys.executable, "-m", "ekbatan.integrations.cli", "ui", "--config", str(config)]
-    process = subprocess.Popen(
-        [*command, "--port", str(port), *flags],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return process, f"http://127.0.0.1:{port}"
-
-
-def _answering(base: str, process: subprocess.Popen[str]) -> bool:
-    assert process.poll() is None, process.communicate()
-    try:
-        httpx.get(base + "/static/operator.css", timeout=1)
-    except httpx.TransportError:
-        return False
-    return True
-
-
-def _stop(process: subprocess.Popen[str]) -> str:
-    process.terminate()
-    try:
-        return process.communicate(timeout=15)[1]
-    except subprocess.TimeoutExpired:
-        process.kill()
-        return process.communicate()[1]
+    return str(application_yml(directory, url))
 
 
 def test_ekbatan_ui_serves_the_view_and_asks_for_credentials_when_set(tmp_path: Path):
-    import os
-
-    plain_env = {**os.environ, "EKBATAN_UI_USER": "", "EKBATAN_UI_PASSWORD": ""}
-    plain, base = _serve(tmp_path / "plain", plain_env, "--refresh-interval", "2")
-    try:
-        wait_until(lambda: _answering(base, plain), timeout=30, message="ekbatan ui answers")
-        response = httpx.get(base + "/", timeout=10)
+    plain = tmp_path / "plain"
+    with ekbatan_ui(tmp_path, _seeded_config(plain), "--refresh-interval", "2") as served:
+        response = httpx.get(served.base + "/", timeout=10)
         assert response.status_code == 200 and "send-mail" in response.text
         # SQLite notifies nothing: the page polls, at the interval asked
         assert '<body data-live="poll" data-live-interval="2.0"' in response.text
-    finally:
-        _stop(plain)
 
     secret = "s3cret-not-logged"
-    env = {**os.environ, "EKBATAN_UI_USER": "ops", "EKBATAN_UI_PASSWORD": secret}
-    guarded, base = _serve(tmp_path / "guarded", env)
-    try:
-        wait_until(lambda: _answering(base, guarded), timeout=30, message="ekbatan ui answers")
-        refused = httpx.get(base + "/", timeout=10)
+    guarded = _seeded_config(tmp_path / "guarded")
+    with ekbatan_ui(
+        tmp_path, guarded, env={"EKBATAN_UI_USER": "ops", "EKBATAN_UI_PASSWORD": secret}
+    ) as served:
+        refused = httpx.get(served.base + "/", timeout=10)
         assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Basic")
-        assert httpx.get(base + "/", auth=("ops", "wrong"), timeout=10).status_code == 401
+        assert httpx.get(served.base + "/", auth=("ops", "wrong"), timeout=10).status_code == 401
         token = base64.b64encode(f"ops:{secret}".encode()).decode()
-        allowed = httpx.get(base + "/", headers={"Authorization": f"Basic {token}"}, timeout=10)
+        allowed = httpx.get(served.base + "/", headers={"Authorization": f"Basic {token}"}, timeout=10)
         assert allowed.status_code == 200 and "send-mail" in allowed.text
-    finally:
-        stderr = _stop(guarded)
-    assert "basic authentication as ops" in stderr
-    assert secret not in stderr
+    assert "basic authentication as ops" in served.stderr
+    assert secret not in served.stderr
 
 
 def test_ekbatan_ui_refuses_an_unknown_live_mode_naming_the_choices(tmp_path: Path):
