@@ -79,6 +79,19 @@ def test_a_first_read_longer_than_the_wait_is_shown_as_counting_until_it_ends():
     assert (first.value, source.calls) == (1, 1)
 
 
+def test_a_first_read_done_before_the_page_asks_is_shown_as_read_now():
+    """The page's two readings start together; the one that ends first is still this
+    request's own reading, not an earlier one (no "read 0 s ago" label)."""
+    source = Source()
+    reads = BackgroundRead(source.read, fast=0.0, min_interval=3600.0)
+    reads.begin(source)
+    wait_until(lambda: reads._idle.is_set(), timeout=5, message="the first read ended")
+    first = reads.get(source)
+    assert first is not None and (first.value, first.cached) == (1, False)
+    again = reads.get(source)  # later requests: the last reading, said to be one
+    assert again is not None and (again.value, again.cached, source.calls) == (1, True, 1)
+
+
 def test_a_first_read_that_fails_is_said_by_the_request_that_finds_it_then_read_again():
     source = Source()
     source.fail = True

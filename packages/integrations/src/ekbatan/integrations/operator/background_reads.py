@@ -77,6 +77,9 @@ class BackgroundRead(Generic[S, T]):
         self._idle = threading.Event()
         self._idle.set()
         self._first_error: BaseException | None = None
+        #: the first reading, kept by its read and not yet shown: the request that began it (or
+        #: the next) shows it as read now, whether or not it had to wait for it
+        self._unshown = False
         self._lock = threading.Lock()
         self._source: S | None = None
         self._last: Reading[T] | None = None
@@ -105,7 +108,7 @@ class BackgroundRead(Generic[S, T]):
         ``first_wait`` (or past ``until``, a ``time.monotonic()`` deadline, when given)."""
         with self._lock:
             if source is not self._source:
-                self._source, self._last, self._reading = source, None, False
+                self._source, self._last, self._reading, self._unshown = source, None, False, False
                 self._idle.set()
             last = self._last
             if last is None:
@@ -116,6 +119,9 @@ class BackgroundRead(Generic[S, T]):
         if last is None:
             return self._first(source, first, until)
         with self._lock:
+            if self._unshown:
+                self._unshown = False
+                return last
             due = time.monotonic() - self._last_monotonic >= last.interval
             background = last.took > self.fast
             start = due and background and not self._reading
@@ -142,6 +148,8 @@ class BackgroundRead(Generic[S, T]):
             if last is None and error is not None and not reading:
                 self._first_error = None  # said once; the next request reads again
         if last is not None:
+            with self._lock:
+                self._unshown = False
             return last
         if error is not None and not reading:
             raise error  # the first read failed: the page says so, as a read in it would
@@ -156,6 +164,7 @@ class BackgroundRead(Generic[S, T]):
     def _keep(self, source: S, reading: Reading[T]) -> None:
         with self._lock:
             if source is self._source:
+                self._unshown = self._last is None
                 self._last, self._last_monotonic = reading, time.monotonic()
 
     def _read_now(self, source: S) -> Reading[T]:
