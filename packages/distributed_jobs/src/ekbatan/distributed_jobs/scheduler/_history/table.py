@@ -153,13 +153,15 @@ class HistoryTable:
         """Per task name since ``since``: runs, failures, p50/p95 duration of its newest runs
         (at most :data:`SUMMARY_SAMPLE`), and its last run."""
         d = self.dialect
-        # a missed-slots row is not a run: counted apart, and never the "last run"
+        # A missed-slots row is not a run: counted apart, and never the "last run". Grouped by
+        # an expression, not the column: MariaDB grouped along (task_name, finished) and so read
+        # every row ever kept (1.0 s at 1.1 M rows) instead of the window along `finished`.
         counts = sa.text(
-            "SELECT task_name, SUM(CASE WHEN result = 'missed' THEN 0 ELSE 1 END), "
+            "SELECT COALESCE(task_name, ''), SUM(CASE WHEN result = 'missed' THEN 0 ELSE 1 END), "
             "SUM(CASE WHEN result IN ('succeeded', 'missed') THEN 0 ELSE 1 END), "
             "MAX(CASE WHEN result = 'missed' THEN NULL ELSE finished END), "
             "SUM(CASE WHEN result = 'missed' THEN 1 ELSE 0 END) "
-            f"FROM {self.name} WHERE finished >= :since GROUP BY task_name ORDER BY task_name"
+            f"FROM {self.name} WHERE finished >= :since GROUP BY COALESCE(task_name, '') ORDER BY 1"
         )
         durations = sa.text(
             f"SELECT duration_ms, result FROM {self.name} WHERE task_name = :task_name AND finished >= :since "
