@@ -56,17 +56,6 @@ class LiveFeed:
         self._subscribers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._watch: ChangeWatch | None = None
 
-    @property
-    def subscribers(self) -> int:
-        with self._lock:
-            return len(self._subscribers)
-
-    @property
-    def watching(self) -> bool:
-        """Whether a watch is listening now (for the tests and the page's state)."""
-        with self._lock:
-            return self._watch is not None and self._watch.listening.is_set()
-
     def _changed(self) -> None:
         # on the watch's thread: wake each stream on its own loop
         with self._lock:

@@ -20,10 +20,8 @@ _MAX_HANDLER_NAME = 255
 
 
 class RedriveRefused(ValueError):
-    """The form or the source does not allow the re-drive; the message says why."""
-
-    #: the answer's HTTP status, as an :class:`~.actions.ActionError` has one
-    status = 400
+    """The form or the source does not allow the re-drive; the message says why (the action
+    answers it 400)."""
 
 
 def redrive_question(source: EventlogShards | None, params: Mapping[str, str]) -> str:
