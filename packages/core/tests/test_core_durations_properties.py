@@ -7,8 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ekbatan.core.config import DurationFormatError, format_iso_duration, parse_iso_duration
 

@@ -1,4 +1,4 @@
-"""ekbatan.core's packages resolve their re-exported names on first use (``lazy_exports.py``)."""
+"""ekbatan.core's packages resolve their re-exported names on first use (``_lazy_exports.py``)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_the_liveness_check_alone_loads_no_settings_models() -> None:
     # A scheduler on a hand-built engine depends on SQLAlchemy only; its pool check must not
     # bring pydantic, the settings models or the outbox with it (~20 MB per process).
     assert _loaded_by("from ekbatan.core.persistence import install_idle_ping") == []
-    assert _loaded_by("import ekbatan.core.persistence.liveness") == []
+    assert _loaded_by("import ekbatan.core.persistence._liveness") == []
 
 
 def test_a_settings_name_loads_what_it_needs() -> None:
@@ -96,14 +96,14 @@ def test_subpackages_and_submodules_are_attributes_of_a_freshly_imported_package
     probe = (
         "import ekbatan.core\n"
         "print(ekbatan.core.persistence.ConnectionProvider.__name__, "
-        "ekbatan.core.migrations.core_contributions.__name__, ekbatan.core.lazy_exports.__name__)"
+        "ekbatan.core.migrations._core_contributions.__name__, ekbatan.core._lazy_exports.__name__)"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [
         "ConnectionProvider",
-        "ekbatan.core.migrations.core_contributions",
-        "ekbatan.core.lazy_exports",
+        "ekbatan.core.migrations._core_contributions",
+        "ekbatan.core._lazy_exports",
     ]
 
 
@@ -111,9 +111,8 @@ def test_a_submodule_that_fails_to_import_says_why_instead_of_missing(tmp_path, 
     package = tmp_path / "lazy_probe"
     package.mkdir()
     (package / "__init__.py").write_text(
-        "from ekbatan.core.lazy_exports import lazy_exports as _lazy_exports\n"
-        "__all__ = ['value']\n"
-        "__getattr__, __dir__ = _lazy_exports(__name__, {'lazy_probe.values': ('value',)})\n"
+        "from ekbatan.core._lazy_exports import lazy_exports\n"
+        "__getattr__, __dir__, __all__ = lazy_exports(__name__, {'lazy_probe.values': ('value',)})\n"
     )
     (package / "values.py").write_text("value = 42\n")
     (package / "broken.py").write_text("import no_such_dependency_here\n")
@@ -121,6 +120,7 @@ def test_a_submodule_that_fails_to_import_says_why_instead_of_missing(tmp_path, 
     monkeypatch.delitem(sys.modules, "lazy_probe", raising=False)
     probe = importlib.import_module("lazy_probe")
     assert probe.value == 42
+    assert probe.__all__ == ["value"]
     assert probe.values.__name__ == "lazy_probe.values"
     with pytest.raises(ModuleNotFoundError, match="no_such_dependency_here"):
         _ = probe.broken

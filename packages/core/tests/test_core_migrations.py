@@ -25,7 +25,7 @@ from ekbatan.core.migrations import (
 )
 from testsupport import create_isolated_database, server_url
 
-CORE = "ekbatan.core.migrations.core_contributions:migrations"
+CORE = "ekbatan.core.migrations._core_contributions:core_migrations"
 
 
 def demo_migrations(fail_in_v2=False):

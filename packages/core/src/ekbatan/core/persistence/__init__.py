@@ -2,59 +2,50 @@
 
 from typing import TYPE_CHECKING
 
-from ekbatan.core.lazy_exports import lazy_exports as _lazy_exports
+from ekbatan.core import _lazy_exports
 
 if TYPE_CHECKING:
-    from ekbatan.core.persistence.column_types import UtcDateTime, UuidText
-    from ekbatan.core.persistence.connection_provider import ConnectionProvider, engine_options
-    from ekbatan.core.persistence.credentials import mask_url_password
-    from ekbatan.core.persistence.data_source import DataSourceConfig
-    from ekbatan.core.persistence.dialect_names import DialectName, dialect_name_from_url
-    from ekbatan.core.persistence.jdbc_urls import (
-        TranslatedJdbcUrl,
-        UnsupportedJdbcUrlError,
-        dialect_name_from_jdbc_url,
-        translate_jdbc_url,
+    from ekbatan.core.persistence._column_types import UtcDateTime as UtcDateTime, UuidText as UuidText
+    from ekbatan.core.persistence._connection_provider import (
+        ConnectionProvider as ConnectionProvider,
+        engine_options as engine_options,
     )
-    from ekbatan.core.persistence.liveness import DEFAULT_IDLE_PING_SECONDS, install_idle_ping
-    from ekbatan.core.persistence.sql_identifiers import validate_sql_identifier
-    from ekbatan.core.persistence.transaction_manager import TransactionManager
+    from ekbatan.core.persistence._credentials import mask_url_password as mask_url_password
+    from ekbatan.core.persistence._data_source import DataSourceConfig as DataSourceConfig
+    from ekbatan.core.persistence._dialect_names import (
+        DialectName as DialectName,
+        dialect_name_from_url as dialect_name_from_url,
+    )
+    from ekbatan.core.persistence._jdbc_urls import (
+        TranslatedJdbcUrl as TranslatedJdbcUrl,
+        UnsupportedJdbcUrlError as UnsupportedJdbcUrlError,
+        dialect_name_from_jdbc_url as dialect_name_from_jdbc_url,
+        translate_jdbc_url as translate_jdbc_url,
+    )
+    from ekbatan.core.persistence._liveness import (
+        DEFAULT_IDLE_PING_SECONDS as DEFAULT_IDLE_PING_SECONDS,
+        install_idle_ping as install_idle_ping,
+    )
+    from ekbatan.core.persistence._sql_identifiers import validate_sql_identifier as validate_sql_identifier
+    from ekbatan.core.persistence._transaction_manager import TransactionManager as TransactionManager
 
-__all__ = [
-    "DEFAULT_IDLE_PING_SECONDS",
-    "ConnectionProvider",
-    "DataSourceConfig",
-    "DialectName",
-    "TransactionManager",
-    "TranslatedJdbcUrl",
-    "UnsupportedJdbcUrlError",
-    "UtcDateTime",
-    "UuidText",
-    "dialect_name_from_jdbc_url",
-    "dialect_name_from_url",
-    "engine_options",
-    "install_idle_ping",
-    "mask_url_password",
-    "translate_jdbc_url",
-    "validate_sql_identifier",
-]
 
-__getattr__, __dir__ = _lazy_exports(
+__getattr__, __dir__, __all__ = _lazy_exports.lazy_exports(
     __name__,
     {
-        "ekbatan.core.persistence.column_types": ("UtcDateTime", "UuidText"),
-        "ekbatan.core.persistence.connection_provider": ("ConnectionProvider", "engine_options"),
-        "ekbatan.core.persistence.credentials": ("mask_url_password",),
-        "ekbatan.core.persistence.data_source": ("DataSourceConfig",),
-        "ekbatan.core.persistence.dialect_names": ("DialectName", "dialect_name_from_url"),
-        "ekbatan.core.persistence.jdbc_urls": (
+        "ekbatan.core.persistence._column_types": ("UtcDateTime", "UuidText"),
+        "ekbatan.core.persistence._connection_provider": ("ConnectionProvider", "engine_options"),
+        "ekbatan.core.persistence._credentials": ("mask_url_password",),
+        "ekbatan.core.persistence._data_source": ("DataSourceConfig",),
+        "ekbatan.core.persistence._dialect_names": ("DialectName", "dialect_name_from_url"),
+        "ekbatan.core.persistence._jdbc_urls": (
             "TranslatedJdbcUrl",
             "UnsupportedJdbcUrlError",
             "dialect_name_from_jdbc_url",
             "translate_jdbc_url",
         ),
-        "ekbatan.core.persistence.liveness": ("DEFAULT_IDLE_PING_SECONDS", "install_idle_ping"),
-        "ekbatan.core.persistence.sql_identifiers": ("validate_sql_identifier",),
-        "ekbatan.core.persistence.transaction_manager": ("TransactionManager",),
+        "ekbatan.core.persistence._liveness": ("DEFAULT_IDLE_PING_SECONDS", "install_idle_ping"),
+        "ekbatan.core.persistence._sql_identifiers": ("validate_sql_identifier",),
+        "ekbatan.core.persistence._transaction_manager": ("TransactionManager",),
     },
 )

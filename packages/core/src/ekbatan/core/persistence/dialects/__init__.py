@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ekbatan.core.persistence.dialect_names import DialectName as _DialectName
-from ekbatan.core.persistence.dialects.base import DialectSupport
-from ekbatan.core.persistence.dialects.mysql import MySqlFamilySupport
-from ekbatan.core.persistence.dialects.postgresql import PostgreSqlSupport
-from ekbatan.core.persistence.dialects.sqlite import SqliteSupport
+from ekbatan.core.persistence._dialect_names import DialectName as _DialectName
+from ekbatan.core.persistence.dialects._base import DialectSupport
+from ekbatan.core.persistence.dialects._mysql import MySqlFamilySupport
+from ekbatan.core.persistence.dialects._postgresql import PostgreSqlSupport
+from ekbatan.core.persistence.dialects._sqlite import SqliteSupport
 
 _SUPPORT: dict[_DialectName, DialectSupport] = {
     _DialectName.POSTGRESQL: PostgreSqlSupport(),
