@@ -12,8 +12,7 @@ from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
-from hypothesis import assume, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, example, given, settings, strategies as st
 
 from ekbatan.distributed_jobs.scheduler.schedules import CronSchedule, Daily, Schedules
 from ekbatan.distributed_jobs.scheduler.schedules._cron_expression import CronExpression

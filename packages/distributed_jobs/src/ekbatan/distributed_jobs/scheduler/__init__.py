@@ -127,8 +127,10 @@ from ekbatan.distributed_jobs.scheduler._telemetry.prometheus import (
     LocalCollector,
     prometheus_name,
 )
-from ekbatan.distributed_jobs.scheduler._telemetry.settings import package_version as telemetry_version
-from ekbatan.distributed_jobs.scheduler._telemetry.settings import require_api as require_opentelemetry_api
+from ekbatan.distributed_jobs.scheduler._telemetry.settings import (
+    package_version as telemetry_version,
+    require_api as require_opentelemetry_api,
+)
 from ekbatan.distributed_jobs.scheduler._telemetry.wiring import sdk_provider as opentelemetry_sdk_provider
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, dialect_from_url
 from ekbatan.distributed_jobs.scheduler.schedules import (

@@ -26,8 +26,12 @@ from ekbatan.distributed_jobs.scheduler._errors import (
     TaskInstanceNotFoundError,
 )
 from ekbatan.distributed_jobs.scheduler._execution import TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._instances import InstanceKey, SchedulableInstance, TaskInstance
-from ekbatan.distributed_jobs.scheduler._instances import instance_key as _key
+from ekbatan.distributed_jobs.scheduler._instances import (
+    InstanceKey,
+    SchedulableInstance,
+    TaskInstance,
+    instance_key as _key,
+)
 from ekbatan.distributed_jobs.scheduler._polling.change_watch import ChangeWatch, watch_changes
 from ekbatan.distributed_jobs.scheduler._polling.wakeups import channel_for
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer

@@ -27,8 +27,8 @@ import sqlalchemy as sa
 
 from ekbatan.core import DialectName, JobsPoolNotConfiguredError, SettingsError
 from ekbatan.core.migrations import eventlog_tables
-from ekbatan.distributed_jobs.scheduler import TABLE_COLUMNS as SCHEDULED_TASKS_COLUMNS
 from ekbatan.distributed_jobs.scheduler import (
+    TABLE_COLUMNS as SCHEDULED_TASKS_COLUMNS,
     SchedulerClient,
     held_table_name,
     history_table_name,
