@@ -25,7 +25,7 @@ from ekbatan.distributed_jobs.scheduler import (
     ddl_statements,
     priority_column_ddl,
 )
-from ekbatan.distributed_jobs.scheduler._builder import default_scheduler_name
+from ekbatan.distributed_jobs.scheduler._options import default_scheduler_name
 from ekbatan.distributed_jobs.scheduler.dialects import resolve_dialect
 from testsupport import wait_until
 
@@ -247,7 +247,7 @@ def test_two_processes_on_one_host_get_different_default_names(tmp_path):
     import subprocess
     import sys
 
-    code = "from ekbatan.distributed_jobs.scheduler._builder import default_scheduler_name as n; print(n())"
+    code = "from ekbatan.distributed_jobs.scheduler._options import default_scheduler_name as n; print(n())"
     names = {
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
         for _ in range(2)

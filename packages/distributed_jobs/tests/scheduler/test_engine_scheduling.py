@@ -147,7 +147,7 @@ def test_running_execution_is_visible_in_get_currently_executing(engine, dialect
     seen_inside: list[list] = []
 
     def handler(instance, ctx):
-        seen_inside.append(ctx.scheduler_client.get_currently_executing())
+        seen_inside.append(scheduler.get_currently_executing())
         entered.set()
         assert release.wait(10), "the test never released the handler"
 

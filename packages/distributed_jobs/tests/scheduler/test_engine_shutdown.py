@@ -42,7 +42,7 @@ class Gate:
         self.finished = threading.Event()
 
     def __call__(self, instance, ctx) -> None:
-        name = ctx.scheduler_client.name
+        name = ctx.execution.picked_by
         self.ran.append((name, instance.id, ctx.execution.version))
         if self.blocking_on in (None, name):
             self.started.set()

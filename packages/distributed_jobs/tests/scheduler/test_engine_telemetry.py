@@ -302,7 +302,7 @@ def test_nothing_is_built_while_no_sdk_is_installed(engine, clock, built, caplog
         scheduler = Scheduler.create(engine, OK).clock(clock).telemetry(**no_sdk).build()
     built.append(scheduler)
     assert scheduler.metrics is None and scheduler.telemetry.gauges is None
-    assert scheduler.telemetry.interceptor is None and scheduler._schedule_tracing is None
+    assert scheduler.telemetry.interceptor is None and scheduler.client._schedule_tracing is None
     assert not any(type(i).__name__ == "ExecutionTracing" for i in scheduler.runner.interceptors)
     assert "no OpenTelemetry SDK meter provider is installed" in caplog.text
     assert "no OpenTelemetry SDK tracer provider is installed" in caplog.text

@@ -86,7 +86,7 @@ class EkbatanRuntime:
 
         It knows the runtime's tasks: their data comes back decoded as their ``data_type``."""
         if self.job_registry is not None:
-            return self.job_registry.scheduler
+            return self.job_registry.scheduler.client
         with self._lock:
             if self._client is None:
                 pool = self.jobs_pool or jobs_connection_provider(self.settings, strict=True)

@@ -4,11 +4,7 @@ Depends on SQLAlchemy and the standard library only — never on ``ekbatan.core`
 so it can be used on its own.
 """
 
-from ekbatan.distributed_jobs.scheduler._builder import (
-    DEFAULT_MISSED_HEARTBEATS,
-    MIN_MISSED_HEARTBEATS,
-    SchedulerBuilder,
-)
+from ekbatan.distributed_jobs.scheduler._builder import SchedulerBuilder
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient, WhenExists
 from ekbatan.distributed_jobs.scheduler._clock import Clock, SettableClock, SystemClock
 from ekbatan.distributed_jobs.scheduler._context import (
@@ -58,6 +54,7 @@ from ekbatan.distributed_jobs.scheduler._observability import (
     SchedulerEventType,
     SchedulerListener,
 )
+from ekbatan.distributed_jobs.scheduler._options import DEFAULT_MISSED_HEARTBEATS, MIN_MISSED_HEARTBEATS
 from ekbatan.distributed_jobs.scheduler._polling.change_watch import ChangeWatch
 from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
 from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler

@@ -4,16 +4,14 @@ db-scheduler's options and defaults, frozen into :class:`SchedulerOptions` when 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
+from ekbatan.distributed_jobs.scheduler._assembly import assemble
 from ekbatan.distributed_jobs.scheduler._clock import Clock, SystemClock
 from ekbatan.distributed_jobs.scheduler._history.recorder import PRUNE_TASK
 from ekbatan.distributed_jobs.scheduler._history.records import HistoryRetention, HistorySettings
@@ -22,75 +20,23 @@ from ekbatan.distributed_jobs.scheduler._observability import (
     ExecutionInterceptor,
     SchedulerListener,
 )
+from ekbatan.distributed_jobs.scheduler._options import (
+    DEFAULT_MISSED_HEARTBEATS,
+    MAX_NAME_LENGTH,
+    MIN_MISSED_HEARTBEATS,
+    SchedulerOptions,
+    default_scheduler_name,
+)
 from ekbatan.distributed_jobs.scheduler._polling.strategy_config import (
     PollingKind,
     PollingStrategyConfig,
 )
+from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
 from ekbatan.distributed_jobs.scheduler._serializers import JsonSerializer, Serializer
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
 from ekbatan.distributed_jobs.scheduler._telemetry.settings import DEFAULT_GAUGE_INTERVAL, TelemetrySettings
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect, SqlDialect, resolve_dialect
 from ekbatan.distributed_jobs.scheduler.schema import DEFAULT_TABLE_NAME, validate_table_name
-
-if TYPE_CHECKING:
-    from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler
-
-# the scheduler's logger: the name lookup below is part of starting one
-log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")
-
-MIN_MISSED_HEARTBEATS = 4
-#: executions are dead after heartbeat interval × this many missed heartbeats, unless configured
-DEFAULT_MISSED_HEARTBEATS = 6
-
-
-#: what ``picked_by`` holds (db-scheduler's ``varchar(50)``)
-MAX_NAME_LENGTH = 50
-
-
-def default_scheduler_name() -> str:
-    """``<host>-<pid>``: unique per process (several workers of one host are told apart in
-    ``picked_by`` and the logs) and readable; the host part is cut to fit 50 characters, never
-    the process id."""
-    started = time.monotonic()
-    try:
-        host = socket.gethostname() or "failed.hostname.lookup"
-    except OSError:
-        host = "failed.hostname.lookup"
-    if time.monotonic() - started > 1.0:
-        log.warning("looking up the host name took over a second; consider .scheduler_name(...)")
-    pid = f"-{os.getpid()}"
-    return host[: MAX_NAME_LENGTH - len(pid)] + pid
-
-
-@dataclass(frozen=True)
-class SchedulerOptions:
-    """What a :class:`SchedulerBuilder` was told, fixed when it builds the scheduler."""
-
-    engine: sa.Engine
-    startup_tasks: tuple[Task[Any], ...]
-    threads: int
-    polling_interval: timedelta
-    heartbeat_interval: timedelta
-    missed_heartbeats_limit: int
-    shutdown_max_wait: timedelta
-    delete_unresolved_after: timedelta
-    immediate_execution: bool
-    priority: bool
-    strategy: PollingStrategyConfig
-    name: str | None
-    table_name: str
-    serializer: Serializer
-    clock: Clock
-    listeners: tuple[SchedulerListener, ...]
-    interceptors: tuple[ExecutionInterceptor, ...]
-    failure_log_level: int
-    failure_log_stack_trace: bool
-    shutdown_hook: bool
-    batch_completions: bool
-    listen_notify: bool
-    outage: OutagePolicy
-    history: HistorySettings | None = None
-    telemetry: TelemetrySettings | None = None
 
 
 class SchedulerBuilder:
@@ -392,6 +338,5 @@ class SchedulerBuilder:
             history=self._history,
             telemetry=self._telemetry,
         )
-        from ekbatan.distributed_jobs.scheduler._scheduler import Scheduler  # it creates builders
-
-        return Scheduler(options, list(known.values()), backend)
+        name = self._name or default_scheduler_name()
+        return Scheduler(assemble(options, name, list(known.values()), backend))

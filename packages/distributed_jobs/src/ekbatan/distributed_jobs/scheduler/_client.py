@@ -91,6 +91,7 @@ class SchedulerClient(OperatorControls):
         tracer_provider: Any = None,
         _repository: TaskRepository | None = None,
         _on_scheduled: Callable[..., None] | None = None,
+        _schedule_tracing: ScheduleTracing | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self.serializer: Serializer = serializer or JsonSerializer()
@@ -110,7 +111,7 @@ class SchedulerClient(OperatorControls):
         self._on_scheduled = _on_scheduled
         #: a PRODUCER span per schedule call made under a span, its context kept for the run
         self._schedule_tracing: ScheduleTracing | None = (
-            schedule_tracing(_repository, self.clock, tracer_provider) if tracing else None
+            schedule_tracing(_repository, self.clock, tracer_provider) if tracing else _schedule_tracing
         )
 
     @classmethod

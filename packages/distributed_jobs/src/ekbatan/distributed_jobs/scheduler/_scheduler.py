@@ -6,186 +6,98 @@ same table; the versioned claim lets exactly one of them run each due execution.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
-import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 
-from ekbatan.distributed_jobs.scheduler._builder import (
-    SchedulerBuilder,
-    SchedulerOptions,
-    default_scheduler_name,
-)
+from ekbatan.distributed_jobs.scheduler._assembly import SchedulerParts
 from ekbatan.distributed_jobs.scheduler._client import SchedulerClient
 from ekbatan.distributed_jobs.scheduler._context import CurrentlyExecuting
-from ekbatan.distributed_jobs.scheduler._execution import Execution, TaskInstanceId
-from ekbatan.distributed_jobs.scheduler._history.recorder import ExecutionHistory
+from ekbatan.distributed_jobs.scheduler._execution import Execution
 from ekbatan.distributed_jobs.scheduler._liveness.background import RepeatingLoop, liveness_loops
-from ekbatan.distributed_jobs.scheduler._liveness.dead_executions import DeadExecutionDetector
-from ekbatan.distributed_jobs.scheduler._liveness.heartbeat import HeartbeatUpdater
-from ekbatan.distributed_jobs.scheduler._liveness.outage import (
-    check_connection,
-)
-from ekbatan.distributed_jobs.scheduler._observability import (
-    Listeners,
-    SchedulerEventType,
-    each_of,
-)
-from ekbatan.distributed_jobs.scheduler._polling.claimed_rows import QueuedClaims
+from ekbatan.distributed_jobs.scheduler._liveness.outage import check_connection
+from ekbatan.distributed_jobs.scheduler._observability import SchedulerEventType
 from ekbatan.distributed_jobs.scheduler._polling.notified_claims import NotifiedClaims, start_listening
-from ekbatan.distributed_jobs.scheduler._polling.pause_watch import PauseWatch
-from ekbatan.distributed_jobs.scheduler._polling.poller import (
-    PollLoop,
-    run_due_here,
-)
+from ekbatan.distributed_jobs.scheduler._polling.poller import PollLoop, run_due_here
 from ekbatan.distributed_jobs.scheduler._polling.strategy_choice import polling_strategy
-from ekbatan.distributed_jobs.scheduler._polling.waiter import Waiter
-from ekbatan.distributed_jobs.scheduler._polling.wakeups import NotificationListener, Wakeup, channel_for
-from ekbatan.distributed_jobs.scheduler._running.async_runner import AsyncRunner
-from ekbatan.distributed_jobs.scheduler._running.completion_batches import CompletionBatcher
-from ekbatan.distributed_jobs.scheduler._running.runner import ExecutionRegistry, ExecutionRunner
+from ekbatan.distributed_jobs.scheduler._polling.wakeups import NotificationListener, Wakeup
 from ekbatan.distributed_jobs.scheduler._running.shutdown import drain_workers
 from ekbatan.distributed_jobs.scheduler._running.worker_pool import WorkerPool
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
-from ekbatan.distributed_jobs.scheduler._table.session_setup import install_session_setup
-from ekbatan.distributed_jobs.scheduler._table.unresolved import TaskResolver
 from ekbatan.distributed_jobs.scheduler._tasks.kinds import Task
-from ekbatan.distributed_jobs.scheduler._tasks.startup import StartupTasks
-from ekbatan.distributed_jobs.scheduler._telemetry.wiring import SchedulerTelemetry
-from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
+
+if TYPE_CHECKING:
+    from ekbatan.distributed_jobs.scheduler._builder import SchedulerBuilder
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.scheduler")
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-class Scheduler(SchedulerClient):
-    """Create with :meth:`create`; see :class:`SchedulerBuilder` for the options."""
+
+def _client_call(
+    method: Callable[Concatenate[SchedulerClient, P], R],
+) -> Callable[Concatenate[Scheduler, P], R]:
+    """``method`` of :class:`SchedulerClient`, called on the scheduler's :attr:`Scheduler.client`
+    (with its signature and documentation)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: Scheduler, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = getattr(self.client, name)(*args, **kwargs)
+        return result
+
+    return call
+
+
+class Scheduler:
+    """Create with :meth:`create`; see :class:`SchedulerBuilder` for the options.
+
+    It schedules, lists and controls executions through its :attr:`client` (every
+    :class:`SchedulerClient` call is also a call of the scheduler's own), and runs them."""
 
     @staticmethod
-    # a different signature on purpose: a scheduler is built with options, a client is not
-    def create(engine: sa.Engine, *tasks: Task[Any]) -> SchedulerBuilder:  # type: ignore[override]
+    def create(engine: sa.Engine, *tasks: Task[Any]) -> SchedulerBuilder:
+        from ekbatan.distributed_jobs.scheduler._builder import (
+            SchedulerBuilder,  # the builder builds schedulers
+        )
+
         return SchedulerBuilder(engine, tasks)
 
-    def __init__(self, options: SchedulerOptions, tasks: list[Task[Any]], dialect: SqlDialect) -> None:
-        self.options = options
-        self.name = options.name or default_scheduler_name()
+    def __init__(self, parts: SchedulerParts) -> None:
+        options = self.options = parts.options
+        self.name = parts.name
         self.threads = options.threads
         self.polling_interval = options.polling_interval
         self.heartbeat_interval = options.heartbeat_interval
         self.missed_heartbeats_limit = options.missed_heartbeats_limit
         self.shutdown_max_wait = options.shutdown_max_wait
         self.outage = options.outage
-        self._state_lock = threading.Lock()
-        self._started = False
-        self._shutting_down = False
-        self._paused = False
-
-        history = self.execution_history = (
-            ExecutionHistory(options.history, options.clock) if options.history else None
-        )
-        extra = () if history is None else (history.prune_task,)
-        telemetry = self.telemetry = (
-            None
-            if options.telemetry is None
-            else SchedulerTelemetry(
-                options.telemetry, options.engine, dialect, options.table_name, options.clock
-            )
-        )
-        self.metrics = None if telemetry is None else telemetry.metrics
-        interceptors = options.interceptors
-        if telemetry is not None and telemetry.interceptor is not None:
-            interceptors = (telemetry.interceptor, *interceptors)  # outermost
-        self.listeners = Listeners(
-            options.listeners
-            + (() if history is None else (history,))
-            + (() if self.metrics is None else (self.metrics,))
-        )
-        resolver = TaskResolver(
-            [*tasks, *extra],
-            on_unresolved=lambda _name: self.listeners.on_scheduler_event(SchedulerEventType.UNRESOLVED_TASK),
-        )
-        install_session_setup(options.engine, dialect)
-        repository = TaskRepository(
-            options.engine,
-            dialect,
-            resolver,
-            table_name=options.table_name,
-            picked_by=self.name,
-            priority_enabled=options.priority,
-            notify_channel=channel_for(options.table_name) if options.listen_notify else None,
-        )
-        if history is not None:
-            history.bind(repository)
-        super().__init__(
-            options.engine,
-            serializer=options.serializer,
-            clock=options.clock,
-            _repository=repository,
-            _on_scheduled=self._on_execution_scheduled,
-        )
-        if telemetry is not None:
-            self._schedule_tracing = telemetry.bind(repository, self.clock)
-        # Startup scheduling writes without listeners: no immediate-execution hints before
-        # the poller even runs.
-        self._startup = StartupTasks(
-            options.startup_tasks + extra,
-            SchedulerClient(
-                options.engine, serializer=options.serializer, clock=options.clock, _repository=repository
-            ),
-            self.clock,
-            self.listeners,
-            self.outage,
-        )
-        self.waiter = Waiter()
-        self.pauses = PauseWatch(repository, self.polling_interval)
-        self.registry = ExecutionRegistry()
-        self.completion_batcher = CompletionBatcher(repository) if options.batch_completions else None
-        self.async_runner = AsyncRunner()
-        self.runner = ExecutionRunner(
-            repository=repository,
-            serializer=self.serializer,
-            clock=self.clock,
-            listeners=self.listeners,
-            interceptors=interceptors,
-            registry=self.registry,
-            state=self,
-            client_factory=lambda: self,
-            heartbeat_interval=self.heartbeat_interval,
-            missed_heartbeats_limit=self.missed_heartbeats_limit,
-            on_scheduled=self._on_execution_scheduled,
-            async_runner=self.async_runner,
-            failure_log_level=options.failure_log_level,
-            failure_log_stack_trace=options.failure_log_stack_trace,
-            writer=self.completion_batcher,
-            outage=self.outage,
-        )
-        self.queued_claims = QueuedClaims()
-        self.heartbeats = HeartbeatUpdater(
-            repository,
-            self.registry,
-            self.clock,
-            self.listeners,
-            self.queued_claims,
-            outage=self.outage,
-            completions=self.completion_batcher,
-        )
-        self.dead_executions = DeadExecutionDetector(
-            repository,
-            self.serializer,
-            self.clock,
-            self.listeners,
-            self.heartbeat_interval * self.missed_heartbeats_limit,
-            options.delete_unresolved_after,
-            on_scheduled=lambda name, instance_id, when: self._on_execution_scheduled(
-                TaskInstanceId(name, instance_id), when
-            ),
-            on_handled=each_of(
-                None if history is None else history.dead_execution_handled,
-                None if self.metrics is None else self.metrics.dead_execution_handled,
-            ),
-        )
+        self.clock = options.clock
+        self.serializer = options.serializer
+        #: schedules, reschedules, cancels, lists and controls executions in this scheduler's table
+        self.client: SchedulerClient = parts.client
+        self._state = parts.state
+        self._wakeups = parts.wakeups
+        self.waiter = parts.wakeups.waiter
+        self.execution_history = parts.history
+        self.telemetry = parts.telemetry
+        self.metrics = parts.metrics
+        self.listeners = parts.listeners
+        self._startup = parts.startup
+        self.pauses = parts.pauses
+        self.registry = parts.registry
+        self.completion_batcher = parts.completion_batcher
+        self.async_runner = parts.async_runner
+        self.runner = parts.runner
+        self.queued_claims = parts.queued_claims
+        self.heartbeats = parts.heartbeats
+        self.dead_executions = parts.dead_executions
         self.lower_limit, self.upper_limit = options.strategy.limits(self.threads)
         self.strategy_config = options.strategy
         self._pool: WorkerPool | None = None
@@ -196,18 +108,57 @@ class Scheduler(SchedulerClient):
         self._notified_claims: NotifiedClaims | None = None
         self._atexit_registered = False
 
+    # ------------------------------------------------------------------ the client's calls
+    @property
+    def repository(self) -> TaskRepository:
+        return self.client.repository
+
+    @property
+    def table_name(self) -> str:
+        return self.client.table_name
+
+    @property
+    def notifies(self) -> bool:
+        return self.client.notifies
+
+    watch_changes = _client_call(SchedulerClient.watch_changes)
+    schedule = _client_call(SchedulerClient.schedule)
+    schedule_if_not_exists = _client_call(SchedulerClient.schedule_if_not_exists)
+    schedule_batch = _client_call(SchedulerClient.schedule_batch)
+    reschedule = _client_call(SchedulerClient.reschedule)
+    cancel = _client_call(SchedulerClient.cancel)
+    get_scheduled_execution = _client_call(SchedulerClient.get_scheduled_execution)
+    get_scheduled_executions = _client_call(SchedulerClient.get_scheduled_executions)
+    get_scheduled_executions_for_task = _client_call(SchedulerClient.get_scheduled_executions_for_task)
+    get_scheduled_executions_summary_by_task = _client_call(
+        SchedulerClient.get_scheduled_executions_summary_by_task
+    )
+    claims_by_node = _client_call(SchedulerClient.claims_by_node)
+    pause_task = _client_call(SchedulerClient.pause_task)
+    pause_execution = _client_call(SchedulerClient.pause_execution)
+    resume_task = _client_call(SchedulerClient.resume_task)
+    resume_execution = _client_call(SchedulerClient.resume_execution)
+    paused_tasks = _client_call(SchedulerClient.paused_tasks)
+    retry_dead = _client_call(SchedulerClient.retry_dead)
+    cancel_held = _client_call(SchedulerClient.cancel_held)
+    get_held_executions = _client_call(SchedulerClient.get_held_executions)
+    get_held_execution = _client_call(SchedulerClient.get_held_execution)
+    count_held = _client_call(SchedulerClient.count_held)
+    history = _client_call(SchedulerClient.history)
+    history_summary = _client_call(SchedulerClient.history_summary)
+
     # ------------------------------------------------------------------ state
     @property
     def is_started(self) -> bool:
-        return self._started
+        return self._state.started
 
     @property
     def is_shutting_down(self) -> bool:
-        return self._shutting_down
+        return self._state.shutting_down
 
     @property
     def is_paused(self) -> bool:
-        return self._paused
+        return self._state.paused
 
     @property
     def last_successful_poll(self) -> datetime | None:
@@ -218,13 +169,13 @@ class Scheduler(SchedulerClient):
     @property
     def task_names(self) -> tuple[str, ...]:
         """The names of the tasks this scheduler runs."""
-        return tuple(self._repository.resolver.tasks)
+        return tuple(self.repository.resolver.tasks)
 
     @property
     def unresolved_task_names(self) -> tuple[str, ...]:
         """Task names met in due rows that no task of this scheduler has (each also logged once
         at WARNING); their rows wait for an instance that knows them."""
-        return self._repository.resolver.unresolved_names()
+        return self.repository.resolver.unresolved_names()
 
     @property
     def scheduler_state(self) -> Scheduler:
@@ -233,19 +184,19 @@ class Scheduler(SchedulerClient):
     @property
     def paused_task_names(self) -> frozenset[str]:
         """Task names paused cluster-wide (``pause_task``), as this scheduler last read them."""
-        return self._repository.resolver.paused_names()
+        return self.repository.resolver.paused_names()
 
     def pause(self) -> None:
         """Stop this process's polling; running executions, heartbeats and dead detection go
         on. Only this process: ``pause_task(name)`` pauses a task on every node. A poll already
         under way when this is called is not waited for: it finishes, and what it claimed runs."""
-        if not self._paused:
-            self._paused = True
+        if not self._state.paused:
+            self._state.paused = True
             log.info("scheduler %s paused polling", self.name)
 
     def resume(self) -> None:
-        if self._paused:
-            self._paused = False
+        if self._state.paused:
+            self._state.paused = False
             log.info("scheduler %s resumed polling", self.name)
             self.trigger_check_for_due_executions()
 
@@ -262,14 +213,6 @@ class Scheduler(SchedulerClient):
         return self.repository.get_executions_failing_longer_than(self.clock.now() - failing_longer_than)
 
     # ------------------------------------------------------------------ wake-ups
-    def _on_execution_scheduled(
-        self, key: TaskInstanceId, execution_time: datetime, *, committing: bool = False
-    ) -> None:
-        self.listeners.on_execution_scheduled(key, execution_time)
-        # ``committing``: told from inside the caller's commit, which has not landed yet;
-        # poll a moment later rather than into a transaction still in flight.
-        self._due_at(execution_time, margin=0.01 if committing else 0.0)
-
     def _before_poll(self) -> None:
         self._startup.retry()
         self.pauses.refresh()
@@ -284,39 +227,17 @@ class Scheduler(SchedulerClient):
         # they may be out of date until the poller has read them again, so the poller claims.
         if claims is not None and self.pauses.is_current and claims.offer(wakeup, connection):
             return
-        self._due_at(wakeup.due)
-
-    def _due_at(self, execution_time: datetime, margin: float = 0.0) -> None:
-        """Something becomes due at ``execution_time``: poll then, not a whole interval later."""
-        if not self._started or self._shutting_down:
-            return
-        delay = (execution_time - self.clock.now()).total_seconds()
-        if delay <= 0:
-            if not self.options.immediate_execution:
-                return
-            if margin <= 0:
-                self.waiter.wake_or_skip_next_wait()
-                return
-            if self._poller is not None:
-                self._poller.recheck_soon()  # the commit may land only after the first poll
-        if delay >= self.polling_interval.total_seconds():
-            return
-        # A local timer for the earliest due time we know of, instead of a whole interval. For a
-        # future due time it rings a little early (the poller claims then, due time included).
-        if delay > margin and self._poller is not None:
-            self.waiter.wake_by(self._poller.announce(execution_time))
-        else:
-            self.waiter.wake_by(max(delay, margin))
+        self._wakeups.due_at(wakeup.due)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        with self._state_lock:
-            if self._started:
+        with self._state.lock:
+            if self._state.started:
                 log.warning("scheduler %s is already started", self.name)
                 return
-            if self._shutting_down:
+            if self._state.shutting_down:
                 raise RuntimeError(f"scheduler {self.name} was stopped; build a new one to start again")
-            self._started = True
+            self._state.started = True
         try:
             self._start()
         except BaseException:
@@ -392,6 +313,7 @@ class Scheduler(SchedulerClient):
             before_poll=self._before_poll,
             outage=self.outage,
         )
+        self._wakeups.poller = self._poller
         self._poller.start()
         self._start_listening()
         self._heartbeat_loop, self._dead_loop = liveness_loops(
@@ -424,18 +346,18 @@ class Scheduler(SchedulerClient):
         """Stop polling, let running executions finish (two phases of ``shutdown_max_wait``),
         then stop heartbeats. An execution still running after that is abandoned: its row
         stays picked and another instance revives it once its heartbeat is old enough."""
-        with self._state_lock:
-            if self._shutting_down:
+        with self._state.lock:
+            if self._state.shutting_down:
                 # a second stop(), or one after a failed start() cleaned up, is harmless
                 log.info("scheduler %s is already stopped or stopping", self.name)
                 return
-            self._shutting_down = True
+            self._state.shutting_down = True
         if self.telemetry is not None:
             self.telemetry.stop()  # a stopping scheduler is no longer scraped
         if self._atexit_registered:
             atexit.unregister(self.stop)
             self._atexit_registered = False
-        if not self._started:
+        if not self._state.started:
             self.async_runner.stop()  # a manually driven scheduler may have run async handlers
             self.runner.deadlines.stop()
             return
@@ -468,7 +390,7 @@ class Scheduler(SchedulerClient):
         self.runner.deadlines.stop()
         if self.execution_history is not None:
             self.execution_history.stop()  # after the workers: their runs' rows are written
-        self._started = False
+        self._state.started = False
         log.info("scheduler %s stopped", self.name)
 
     def __enter__(self) -> Scheduler:
@@ -492,4 +414,4 @@ class Scheduler(SchedulerClient):
         self.heartbeats.run_once()
 
     def __repr__(self) -> str:
-        return f"Scheduler(name={self.name!r}, started={self._started}, table={self.repository.table_name!r})"
+        return f"Scheduler(name={self.name!r}, started={self._state.started}, table={self.repository.table_name!r})"

@@ -23,7 +23,7 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ekbatan.distributed_jobs.scheduler import SchedulerClient
+from ekbatan.distributed_jobs.scheduler import Scheduler, SchedulerClient
 from ekbatan.integrations.operator.actions import (
     ACTIONS,
     CANCEL,
@@ -59,9 +59,9 @@ Actor = Callable[[Request], str]
 DEFAULT_ACTOR = "operator view"
 
 _Page = Callable[[Request, SchedulerClient], Awaitable[Response]]
-#: what the pages read: a runtime, a client, or a function giving either at each request (a
-#: Flask app's runtime is replaced after a fork, so its mount gives a function)
-Source = EkbatanRuntime | SchedulerClient | Callable[[], EkbatanRuntime | SchedulerClient]
+#: what the pages read: a runtime, a client (a scheduler stands for its own), or a function giving
+#: either at each request (a Flask app's runtime is replaced after a fork, so its mount gives a function)
+Source = EkbatanRuntime | SchedulerClient | Scheduler | Callable[[], EkbatanRuntime | SchedulerClient]
 
 
 def operator_app(
@@ -87,6 +87,8 @@ def operator_app(
     ``eventlog``: the shards whose event pipeline a bare ``SchedulerClient``'s overview shows and
     re-drives (a runtime brings its own). ``audit``: given each confirmed action, done or
     refused (default: a line on the ``ekbatan.integrations.operator.audit`` logger)."""
+    if isinstance(source, Scheduler):
+        source = source.client
     if not isinstance(source, EkbatanRuntime | SchedulerClient) and not callable(source):
         raise TypeError(
             f"expected an EkbatanRuntime, a SchedulerClient or a function returning one, "
