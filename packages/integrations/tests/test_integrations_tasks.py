@@ -73,7 +73,7 @@ def test_build_runtime_registers_the_tasks_in_one_scheduler_building_class_tasks
         assert isinstance(runtime.database_registry, DatabaseRegistry)
         assert record.data_type is Payment and task_definition_of(record) is task_definition_of(RecordPayment)
         assert runtime.tasks[1] is send_receipt  # a function's task is registered as it is
-        assert runtime.scheduler_client is runtime.job_registry.scheduler
+        assert runtime.scheduler_client is runtime.job_registry.scheduler.client
         resolver = runtime.scheduler_client.repository.resolver
         assert (
             resolver.resolve("record-payment") is record and resolver.resolve("send-receipt") is send_receipt

@@ -1,11 +1,12 @@
 """Distributed jobs: ``DistributedJob``, ``@distributed_job`` and the ``JobRegistry`` facade;
 ``@one_time_task`` and ``@recurring_task_with_persistent_schedule`` for engine tasks the
-integrations discover.
+integrations discover; ``ClassMark`` and ``ValueMark``, the marks those decorators leave.
 
 The scheduler engine underneath is ``ekbatan.distributed_jobs.scheduler``.
 """
 
 from ekbatan.distributed_jobs.job import DistributedJob, JobContext, distributed_job, is_distributed_job
+from ekbatan.distributed_jobs.marks import ClassMark, ValueMark
 from ekbatan.distributed_jobs.registry import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_TASK_THREADS,
@@ -30,6 +31,7 @@ from ekbatan.distributed_jobs.tasks import (
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
     "DEFAULT_TASK_THREADS",
+    "ClassMark",
     "DistributedJob",
     "EngineProvider",
     "JobContext",
@@ -44,6 +46,7 @@ __all__ = [
     "TaskHandler",
     "TaskMarker",
     "TaskOptions",
+    "ValueMark",
     "distributed_job",
     "is_distributed_job",
     "one_time_task",

@@ -8,10 +8,11 @@ from collections.abc import Awaitable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ekbatan.distributed_jobs.marks import ClassMark
+
 if TYPE_CHECKING:
     from ekbatan.distributed_jobs.scheduler import ExecutionContext, HeartbeatState, Schedule
 
-_MARK = "__ekbatan_distributed_job__"
 J = TypeVar("J", bound=type)
 
 
@@ -88,20 +89,22 @@ class DistributedJob(abc.ABC):
     def execute(self, ctx: JobContext) -> Awaitable[None] | None: ...
 
 
+_MARK = ClassMark(
+    "__ekbatan_distributed_job__",
+    DistributedJob,
+    "distributed_job",
+    "subclass ekbatan.distributed_jobs.DistributedJob",
+)
+
+
 def distributed_job(cls: J) -> J:
     """Mark a :class:`DistributedJob` subclass for discovery by the integrations.
 
     Registers nothing and creates nothing: it only tags the class.
     """
-    if not (isinstance(cls, type) and issubclass(cls, DistributedJob)):
-        raise TypeError(
-            f"@distributed_job marks DistributedJob subclasses; {getattr(cls, '__qualname__', cls)!r} is not one "
-            "— subclass ekbatan.distributed_jobs.DistributedJob"
-        )
-    setattr(cls, _MARK, True)
-    return cls
+    return _MARK.mark(cls)
 
 
 def is_distributed_job(obj: Any) -> bool:
     """True for a class marked with ``@distributed_job`` (not for its unmarked subclasses)."""
-    return isinstance(obj, type) and obj.__dict__.get(_MARK, False) is True
+    return _MARK.marked(obj)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 
+from ekbatan.distributed_jobs.marks import ValueMark
 from ekbatan.distributed_jobs.scheduler import (
     DeadExecutionHandler,
     FailureHandler,
@@ -66,7 +67,6 @@ __all__ = [
     "task_definition_of",
 ]
 
-_MARK = "__ekbatan_task__"
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
 K = TypeVar("K", bound=Task[Any])
@@ -143,8 +143,7 @@ class TaskDefinition(Generic[T]):
         if self.timeout is not None:
             builder.timeout(self.timeout)
         task: Task[T] = builder.execute(handler)
-        setattr(task, _MARK, self)
-        return task
+        return _MARK.put(task, self)
 
     @property
     def prototype(self) -> Task[T]:
@@ -162,18 +161,17 @@ class TaskDefinition(Generic[T]):
         )
 
 
+#: where a task decorator leaves its definition: on the decorated class, or on the engine task a
+#: decorated function became
+_MARK: ValueMark[TaskDefinition[Any]] = ValueMark("__ekbatan_task__", TaskDefinition)
+
+
 def task_definition_of(obj: Any) -> TaskDefinition[Any] | None:
     """The definition of a task made by a task decorator, or of a decorated class; else None.
 
     A class's mark is its own: a subclass of a decorated class is not a task until decorated.
     """
-    if isinstance(obj, type):
-        found = obj.__dict__.get(_MARK)
-    elif isinstance(obj, Task):
-        found = getattr(obj, _MARK, None)
-    else:
-        return None
-    return found if isinstance(found, TaskDefinition) else None
+    return _MARK.on(obj) if isinstance(obj, type | Task) else None
 
 
 class TaskHandler(Generic[T]):
@@ -259,7 +257,7 @@ class TaskMarker(Generic[T, K]):
                 )
             _check_arity(execute, 3, f"{where}.execute", "(self, instance, ctx)")
             definition = _placed(definition, where, target.__module__)
-            setattr(target, _MARK, definition)
+            _MARK.put(target, definition)
             if not issubclass(target, TaskHandler):
                 # the handle TaskHandler gives, for a class that does not subclass it (untyped)
                 for method in ("definition", "instance", "schedulable_instance"):

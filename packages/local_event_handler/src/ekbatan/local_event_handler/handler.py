@@ -8,14 +8,13 @@ from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ekbatan.core.outbox import ModelEvent
+from ekbatan.distributed_jobs.marks import ClassMark
 
 if TYPE_CHECKING:
     from ekbatan.local_event_handler.envelope import EventEnvelope
 
 E = TypeVar("E", bound=ModelEvent)
 H = TypeVar("H", bound=type)
-
-_MARK = "__ekbatan_event_handler__"
 
 
 class EventHandler(abc.ABC, Generic[E]):
@@ -49,27 +48,23 @@ class EventHandler(abc.ABC, Generic[E]):
         return f"<{type(self).__qualname__}>"
 
 
+_MARK = ClassMark(
+    "__ekbatan_event_handler__",
+    EventHandler,
+    "event_handler",
+    "subclass ekbatan.local_event_handler.EventHandler",
+)
+
+
 def event_handler(cls: H | None = None) -> H:
     """Mark an :class:`EventHandler` subclass for discovery by the integrations.
 
     Registers nothing and creates nothing: it only tags the class. A subclass of a marked
-    class is not marked unless it is marked too.
+    class is not marked unless it is marked too. ``@event_handler()`` (no class) is refused.
     """
-    if not isinstance(cls, type):
-        # also reached by ``@event_handler()``, whose call has no class
-        raise TypeError(
-            f"@event_handler decorates EventHandler subclasses and takes no arguments; got {cls!r} "
-            "(write @event_handler, not @event_handler())"
-        )
-    if not issubclass(cls, EventHandler):
-        raise TypeError(
-            f"@event_handler marks EventHandler subclasses; {cls.__module__}.{cls.__qualname__} is not one "
-            "— subclass ekbatan.local_event_handler.EventHandler"
-        )
-    setattr(cls, _MARK, True)
-    return cls
+    return _MARK.mark(cls)
 
 
 def is_event_handler(obj: Any) -> bool:
     """True for a class marked with ``@event_handler`` itself (not for its unmarked subclasses)."""
-    return isinstance(obj, type) and obj.__dict__.get(_MARK, False) is True
+    return _MARK.marked(obj)

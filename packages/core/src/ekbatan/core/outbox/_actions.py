@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Generic, TypeVar
 
+from ekbatan.core.outbox._marks import ClassMark
 from ekbatan.core.outbox._plan import ActionPlan, current_plan
 
 P = TypeVar("P")
@@ -41,21 +42,19 @@ class Action(ABC, Generic[P, R]):
         return cls.__name__
 
 
+_MARK = ClassMark(
+    ACTION_MARKER,
+    Action,
+    "action",
+    "subclass ekbatan.core.outbox.Action and implement perform(principal, params)",
+)
+
+
 def action(cls: A) -> A:
     """Class decorator: mark an :class:`Action` subclass for discovery. Returns the class unchanged."""
-    if not isinstance(cls, type):
-        raise TypeError(
-            f"@action decorates Action subclasses and takes no arguments; got {cls!r} (write @action, not @action())"
-        )
-    if not issubclass(cls, Action):
-        raise TypeError(
-            f"@action marks Action subclasses; {cls.__module__}.{cls.__qualname__} is not one "
-            "(subclass ekbatan.core.outbox.Action and implement perform(principal, params))"
-        )
-    setattr(cls, ACTION_MARKER, True)
-    return cls
+    return _MARK.mark(cls)
 
 
 def is_action(candidate: object) -> bool:
     """True for a class marked with ``@action`` itself (the mark is not inherited by subclasses)."""
-    return isinstance(candidate, type) and candidate.__dict__.get(ACTION_MARKER, False) is True
+    return _MARK.marked(candidate)
