@@ -129,14 +129,15 @@ class Probe:
 
         from ekbatan.core import eventlog_tables
         from ekbatan.core.persistence import DialectName
+        from ekbatan.local_event_handler import notifications_table
 
         self._sa = sa
         self._engine = sa.create_engine(url, poolclass=sa.NullPool)
         dialect = {"postgresql": "postgresql", "mariadb": "mariadb", "sqlite": "sqlite"}[
             self._engine.dialect.name
         ]
-        t = eventlog_tables(DialectName(dialect), eventlog)
-        self._events, self._notes = t.events, t.event_notifications
+        self._events = eventlog_tables(DialectName(dialect), eventlog).events
+        self._notes = notifications_table(DialectName(dialect), eventlog)
         self._conn = self._engine.connect()
 
     def counts(self) -> dict[str, int]:

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from ekbatan.core import eventlog_tables, load_settings
 from ekbatan.core.outbox import EventCodec, EventTypeRegistry
 from ekbatan.integrations import build_runtime
+from ekbatan.local_event_handler import notifications_table
 from testsupport import create_isolated_database, wait_until
 from testsupport.eventlog_shards import drop_eventlog
 
@@ -88,6 +89,7 @@ def test_two_processes_share_the_work_and_stop_cleanly(dialect, tmp_path, monkey
             )
 
         tables = eventlog_tables("postgresql", eventlog)
+        table = notifications_table("postgresql", eventlog)
         with runtime.database_registry.read_only() as connection:
             events = set(connection.execute(sa.select(tables.events.c.id)).scalars())
         assert len(events) >= DEPOSITS  # ours, and the top-ups so far
@@ -99,9 +101,9 @@ def test_two_processes_share_the_work_and_stop_cleanly(dialect, tmp_path, monkey
         def delivered() -> set[uuid.UUID]:
             with runtime.database_registry.read_only() as connection:
                 notifications = connection.execute(
-                    sa.select(
-                        tables.event_notifications.c.event_id, tables.event_notifications.c.state
-                    ).where(tables.event_notifications.c.handler_name == "deposit-counter")
+                    sa.select(table.c.event_id, table.c.state).where(
+                        table.c.handler_name == "deposit-counter"
+                    )
                 ).all()
             return {event_id for event_id, state in notifications if state == "SUCCEEDED"}
 

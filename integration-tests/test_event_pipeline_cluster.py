@@ -42,7 +42,12 @@ import sqlalchemy as sa
 from ekbatan.core import ActionExecutor, ConnectionProvider, DatabaseRegistry, TransactionManager, migrate
 from ekbatan.core.migrations import MigrationTarget, core_migrations, eventlog_tables
 from ekbatan.distributed_jobs.scheduler import create_table
-from ekbatan.local_event_handler import DEFAULT_FANOUT_NAME, DEFAULT_HANDLING_NAME
+from ekbatan.local_event_handler import (
+    DEFAULT_FANOUT_NAME,
+    DEFAULT_HANDLING_NAME,
+    notifications_migrations,
+    notifications_table,
+)
 from testsupport import IsolatedDatabase, create_isolated_database, server_url, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -84,15 +89,18 @@ class Shard:
     def _tables(self) -> Any:
         return eventlog_tables(self.manager.dialect, self.eventlog)
 
+    def _notifications(self) -> sa.Table:
+        return notifications_table(self.manager.dialect, self.eventlog)
+
     def states(self) -> Counter[str]:
-        table = self._tables().event_notifications
+        table = self._notifications()
         query = sa.select(table.c.state, sa.func.count()).group_by(table.c.state)
         with self.engine.connect() as connection:
             return Counter({state: count for state, count in connection.execute(query)})
 
     def notifications(self) -> dict[tuple[str, str], str]:
         """(event_id, handler_name) -> state."""
-        table = self._tables().event_notifications
+        table = self._notifications()
         query = sa.select(table.c.event_id, table.c.handler_name, table.c.state)
         with self.engine.connect() as connection:
             return {(str(e), h): s for e, h, s in connection.execute(query)}
@@ -149,7 +157,10 @@ def migrated_shard(dialect: str) -> Iterator[Shard]:
     database = create_isolated_database(dialect, scope="schema", prefix="lehc")
     eventlog = f"el_{uuid.uuid4().hex[:10]}"
     try:
-        migrate([MigrationTarget(str(SHARD), database.url, eventlog)], contributions=core_migrations())
+        migrate(
+            [MigrationTarget(str(SHARD), database.url, eventlog)],
+            contributions=core_migrations() + notifications_migrations(),
+        )
         engine = database.engine(pool_size=5, max_overflow=5)
         create_table(engine)
         METADATA.create_all(engine)

@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from ekbatan.core import ConnectionProvider, TransactionManager, migrate
 from ekbatan.core.migrations import MigrationTarget, core_migrations
 from ekbatan.distributed_jobs.scheduler import create_table
+from ekbatan.local_event_handler import notifications_migrations
 from testsupport import wait_until
 from testsupport.private_servers import PrivateServer, private_server
 
@@ -68,7 +69,10 @@ def private_shard(dialect: str) -> Iterator[tuple[Shard, PrivateServer]]:
     """A migrated shard on a private server of this test's own, which it may stop."""
     with private_server(dialect) as server:
         eventlog = f"el_{uuid.uuid4().hex[:10]}"
-        migrate([MigrationTarget(str(SHARD), server.url, eventlog)], contributions=core_migrations())
+        migrate(
+            [MigrationTarget(str(SHARD), server.url, eventlog)],
+            contributions=core_migrations() + notifications_migrations(),
+        )
         engine = sa.create_engine(server.url, pool_size=5, max_overflow=5, pool_pre_ping=True)
         create_table(engine)
         METADATA.create_all(engine)
@@ -197,7 +201,7 @@ STALLED_PAIRS = 2 * STALLED_ACTIONS * HANDLERS_PER_TYPE
 
 
 def _notification(shard: Shard, event_id: str, handler: str) -> dict:
-    table = shard._tables().event_notifications
+    table = shard._notifications()
     query = sa.select(table.c.state, table.c.attempts).where(
         table.c.event_id == uuid.UUID(event_id), table.c.handler_name == handler
     )
@@ -267,7 +271,7 @@ def test_hung_handler_does_not_stall_the_other_handlers(shard, tmp_path):
         wait_all_succeeded(shard, [node], timeout=60, pairs=STALLED_PAIRS - hung_pairs)
 
         def open_pairs() -> list[tuple[str, str, int]]:
-            table = shard._tables().event_notifications
+            table = shard._notifications()
             query = sa.select(table.c.handler_name, table.c.state, table.c.attempts).where(
                 table.c.state != "SUCCEEDED"
             )

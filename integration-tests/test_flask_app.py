@@ -82,7 +82,7 @@ def test_gunicorn_two_workers_run_each_slot_once_handle_every_event_and_stop_cle
         applied = [
             line.split()[:4] for line in migrated.stdout.splitlines() if line.startswith("global/member-0")
         ]
-        assert ["global/member-0", "mariadb", "eventlog", "1"] in applied, migrated.stdout
+        assert ["global/member-0", "mariadb", "event_notifications", "1"] in applied, migrated.stdout
         create_service_tables(engine)
 
         port = free_port()

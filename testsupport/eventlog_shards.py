@@ -1,5 +1,6 @@
-"""A migrated shard database for outbox tests: the eventlog tables, the test's own tables and a
-``TransactionManager``, all dropped afterwards.
+"""A migrated shard database for outbox tests: the eventlog tables (core's, and whichever other
+``contributions`` the test passes, such as the local event handler's ``event_notifications``),
+the test's own tables and a ``TransactionManager``, all dropped afterwards.
 
 Imported by name (``from testsupport.eventlog_shards import migrated_shard``), not from the
 package, so the engine's tests never load ``ekbatan.core``.
@@ -8,14 +9,14 @@ package, so the engine's tests never load ``ekbatan.core``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
 import sqlalchemy as sa
 
 from ekbatan.core import ConnectionProvider, ShardIdentifier, TransactionManager, migrate
-from ekbatan.core.migrations import MigrationTarget, core_migrations
+from ekbatan.core.migrations import Migration, MigrationTarget, core_migrations
 from testsupport.databases import IsolatedDatabase, create_isolated_database, server_url
 
 
@@ -28,12 +29,17 @@ def migrated_shard(
     scope: Literal["schema", "database"] = "schema",
     prefix: str = "ob",
     pool_size: int = 4,
+    contributions: Iterable[Migration] = (),
 ) -> Iterator[tuple[IsolatedDatabase, str, TransactionManager]]:
-    """A fresh database with an eventlog of a unique name and ``metadata``'s tables."""
+    """A fresh database with an eventlog of a unique name, migrated with core's migrations and
+    ``contributions``, and ``metadata``'s tables."""
     database = create_isolated_database(dialect, scope=scope, prefix=prefix)
     eventlog = f"el_{uuid.uuid4().hex[:10]}"
     try:
-        migrate([MigrationTarget(str(shard), database.url, eventlog)], contributions=core_migrations())
+        migrate(
+            [MigrationTarget(str(shard), database.url, eventlog)],
+            contributions=[*core_migrations(), *contributions],
+        )
         provider = ConnectionProvider.from_url(database.url, maximum_pool_size=pool_size)
         metadata.create_all(provider.engine)
         manager = TransactionManager(provider, shard=shard, eventlog_schema=eventlog)

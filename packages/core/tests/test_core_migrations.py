@@ -92,8 +92,8 @@ def table_names(engine, dialect, eventlog):
     }
 
 
-#: the eventlog's versions: its tables, the open-notifications index, the actions' trace context
-EVENTLOG_VERSIONS = [("eventlog", "1"), ("eventlog", "2"), ("eventlog", "3")]
+#: core's versions: the eventlog schema with events and action_traces
+OUTBOX_VERSIONS = [("outbox", "1")]
 
 
 def history(engine):
@@ -102,36 +102,27 @@ def history(engine):
 
 
 def test_migrate_two_shards_creates_everything_once(dialect, two_shards):
+    """Core's contribution alone (as without the local event handler installed): the eventlog
+    gets core's tables, and no event_notifications, which is the local event handler's."""
     contributions = core_migrations() + demo_migrations()
     reports = migrate(settings_for(two_shards), contributions=contributions)
 
     assert [r.name for r in reports] == ["global/member-0", "mexico/member-0"]
-    assert all(
-        r.applied == [("demo", "2"), ("demo", "10"), ("eventlog", "1"), ("eventlog", "2"), ("eventlog", "3")]
-        for r in reports
-    )
+    assert all(r.applied == [("demo", "2"), ("demo", "10"), *OUTBOX_VERSIONS] for r in reports)
     for db, eventlog in two_shards:
         engine = db.engine()
         names = table_names(engine, dialect, eventlog)
-        if dialect == "sqlite":
-            assert {
-                f"{eventlog}_events",
-                f"{eventlog}_event_notifications",
-                f"{eventlog}_action_traces",
-            } <= names
-        else:
-            assert {
-                f"{eventlog}.events",
-                f"{eventlog}.event_notifications",
-                f"{eventlog}.action_traces",
-            } <= names
+        qualified = "{}_{}" if dialect == "sqlite" else "{}.{}"
+        eventlog_names = {qualified.format(eventlog, t) for t in ("events", "action_traces")}
+        assert eventlog_names <= names
+        assert qualified.format(eventlog, "event_notifications") not in names
         assert {"demo_items", "demo_more", HISTORY_TABLE} <= names
-        assert history(engine) == [("demo", "10"), ("demo", "2"), *EVENTLOG_VERSIONS]
+        assert history(engine) == [("demo", "10"), ("demo", "2"), *OUTBOX_VERSIONS]
 
     again = migrate(settings_for(two_shards), contributions=contributions)
-    assert all(r.applied == [] and len(r.already_applied) == 5 for r in again)
+    assert all(r.applied == [] and len(r.already_applied) == 3 for r in again)
     assert all(
-        history(db.engine()) == [("demo", "10"), ("demo", "2"), *EVENTLOG_VERSIONS] for db, _ in two_shards
+        history(db.engine()) == [("demo", "10"), ("demo", "2"), *OUTBOX_VERSIONS] for db, _ in two_shards
     )
 
 
@@ -154,53 +145,22 @@ def test_the_table_objects_match_the_ddl(dialect, two_shards):
         "payload": {"modelId": "m-1", "color": "red"},
         "event_date": now,
     }
+    insert = tables.events.insert().values(
+        id=event_id, event_type="WidgetCreatedEvent", delivered=False, **common
+    )
     with engine.begin() as connection:
-        connection.execute(
-            tables.events.insert().values(
-                id=event_id, event_type="WidgetCreatedEvent", delivered=False, **common
-            )
-        )
-        connection.execute(
-            tables.event_notifications.insert().values(
-                id=uuid.uuid4(),
-                event_id=event_id,
-                handler_name="email",
-                event_type="WidgetCreatedEvent",
-                state="PENDING",
-                next_retry_at=now,
-                created_date=now,
-                updated_date=now,
-                **common,
-            )
-        )
+        connection.execute(insert)
     with engine.connect() as connection:
         event = connection.execute(sa.select(tables.events)).one()
-        notification = connection.execute(sa.select(tables.event_notifications)).one()
         undelivered = connection.execute(
             sa.select(sa.func.count()).select_from(tables.events).where(tables.events.c.delivered.is_(False))
         ).scalar()
     assert event.id == event_id and event.action_id == action_id
     assert event.event_date == now and event.delivered is False
     assert (json.loads(event.payload) if isinstance(event.payload, str) else event.payload)["color"] == "red"
-    assert notification.attempts == 0 and notification.event_id == event_id
     assert undelivered == 1
-    with (
-        pytest.raises(sa.exc.IntegrityError),
-        engine.begin() as connection,
-    ):  # UNIQUE (event_id, handler_name)
-        connection.execute(
-            tables.event_notifications.insert().values(
-                id=uuid.uuid4(),
-                event_id=event_id,
-                handler_name="email",
-                event_type="WidgetCreatedEvent",
-                state="PENDING",
-                next_retry_at=now,
-                created_date=now,
-                updated_date=now,
-                **common,
-            )
-        )
+    with pytest.raises(sa.exc.IntegrityError), engine.begin() as connection:  # the primary key
+        connection.execute(insert)
 
 
 def test_a_failing_shard_is_reported_by_name_and_stops_the_run(dialect, two_shards):
@@ -242,14 +202,14 @@ def test_migrating_through_a_registry_uses_its_primaries(dialect, two_shards):
 
 
 def test_contributors_are_discovered_through_entry_points():
-    found = load_contributions([EntryPoint("eventlog", CORE, "ekbatan.migrations")])
-    assert [(m.component, m.version) for m in found] == EVENTLOG_VERSIONS
+    found = load_contributions([EntryPoint("outbox", CORE, "ekbatan.migrations")])
+    assert [(m.component, m.version) for m in found] == OUTBOX_VERSIONS
 
 
 def test_a_contributor_that_fails_to_load_is_named_before_any_database_is_touched():
     broken = EntryPoint("scheduled_tasks", "ekbatan.no_such_module.schema:migrations", "ekbatan.migrations")
     with pytest.raises(MigrationContributorError) as raised:
-        load_contributions([EntryPoint("eventlog", CORE, "ekbatan.migrations"), broken])
+        load_contributions([EntryPoint("outbox", CORE, "ekbatan.migrations"), broken])
     message = str(raised.value)
     assert "'scheduled_tasks'" in message and "ekbatan.no_such_module.schema:migrations" in message
     assert "ModuleNotFoundError" in message
@@ -279,7 +239,10 @@ def test_statements_must_be_a_list_of_strings():
 def test_framework_statements_for_alembic():
     statements = framework_statements("postgresql", eventlog_schema="outbox", contributions=core_migrations())
     assert statements[0] == "CREATE SCHEMA IF NOT EXISTS outbox"
-    assert any("outbox.event_notifications" in s for s in statements)
+    assert any("outbox.events" in s for s in statements) and any(
+        "outbox.action_traces" in s for s in statements
+    )
+    assert not any("event_notifications" in s for s in statements)
 
 
 def test_dialect_specific_ddl():
@@ -290,7 +253,10 @@ def test_dialect_specific_ddl():
     mariadb = "\n".join(eventlog_statements("mariadb"))
     assert "id UUID PRIMARY KEY" in mariadb and "DATETIME(6)" in mariadb and "JSONB" not in mariadb
     postgres = "\n".join(eventlog_statements("postgresql"))
-    assert "WHERE delivered = FALSE" in postgres and "WHERE state IN ('PENDING', 'FAILED')" in postgres
+    assert (
+        "WHERE delivered = FALSE" in postgres
+        and "CREATE INDEX IF NOT EXISTS action_traces_recorded" in postgres
+    )
     sqlite = "\n".join(eventlog_statements("sqlite", "outbox"))
     assert "outbox_events" in sqlite and "outbox.events" not in sqlite
     with pytest.raises(ValueError, match="not a plain SQL identifier"):

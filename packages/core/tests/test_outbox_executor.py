@@ -28,7 +28,7 @@ from ekbatan.core import (
     action,
     current_plan,
 )
-from ekbatan.core.migrations import eventlog_table_names
+from ekbatan.core.migrations import eventlog_table_name
 from ekbatan.core.outbox import (
     ActionNotRegisteredError,
     NoActionRunningError,
@@ -386,7 +386,7 @@ def test_time_columns_are_stored_as_naive_utc_whatever_the_clocks_zone(shard_db)
     clock = SteppingClock(datetime(2026, 3, 1, 13, 0, 0, 500000, tzinfo=tehran), timedelta(minutes=1))
     ActionExecutor(registry_of(shard_db), namespace="test.outbox", clock=clock).execute(DoNothing(), {})
 
-    events_name = eventlog_table_names(shard_db.manager.dialect, shard_db.eventlog)[0]
+    events_name = eventlog_table_name(shard_db.manager.dialect, "events", shard_db.eventlog)
     with shard_db.manager.primary.connect() as connection:
         raw = connection.exec_driver_sql(
             f"SELECT started_date, completion_date, event_date FROM {events_name}"

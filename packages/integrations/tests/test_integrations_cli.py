@@ -18,6 +18,7 @@ from integrations_support import application_yml, as_json, ekbatan, notification
 from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import SchedulerClient
 from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
+from ekbatan.local_event_handler import notifications_table
 
 FAR = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 PICKLED = b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94K\x01s."
@@ -48,7 +49,7 @@ def test_migrate_applies_the_framework_tables_once(app_db, config):
     first = as_json("migrate", "--config", config)
     [shard] = first["shards"]
     assert shard["shard"] == "global/member-0"
-    assert {m["component"] for m in shard["applied"]} == {"eventlog", "scheduled_tasks"}
+    assert {m["component"] for m in shard["applied"]} == {"event_notifications", "outbox", "scheduled_tasks"}
     assert shard["already_applied"] == []
     again = ekbatan("migrate", "--config", config).stdout
     assert "already applied" in again and "0 migration(s) applied on 1 shard(s)" in again
@@ -56,7 +57,7 @@ def test_migrate_applies_the_framework_tables_once(app_db, config):
 
 def test_migrate_one_database_by_url(app_db):
     out = as_json("migrate", "--url", app_db.url, "--eventlog-schema", app_db.eventlog)
-    assert [len(s["applied"]) for s in out["shards"]] == [7]
+    assert [len(s["applied"]) for s in out["shards"]] == [6]
     engine = sa.create_engine(app_db.url)
     try:
         with engine.connect() as connection:
@@ -226,7 +227,7 @@ def test_events_status_counts_states_and_ages(app_db, migrated):
                 [event(120, False), event(30, False, "WalletOpened"), event(500, True)],
             )
             connection.execute(
-                tables.event_notifications.insert(),
+                notifications_table(engine.dialect.name, app_db.eventlog).insert(),
                 [
                     notification("mail", "SUCCEEDED", 1, 400),
                     notification("mail", "SUCCEEDED", 2, 300),

@@ -26,6 +26,7 @@ from ekbatan.distributed_jobs.scheduler import ErrorRecord, HoldState, Scheduler
 from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
 from ekbatan.distributed_jobs.scheduler._table.rows import NewExecution
 from ekbatan.integrations.cli import main
+from ekbatan.local_event_handler import notifications_table
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "cli.md"
 EXAMPLE = re.compile(r"^```text\n(\$ ekbatan [^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -166,7 +167,7 @@ def seed(url: str) -> None:
                 ("audit", "EXPIRED", 5),
             ]
             connection.execute(
-                tables.event_notifications.insert(),
+                notifications_table("sqlite").insert(),
                 [
                     notification_row(
                         handler,

@@ -7,6 +7,7 @@ fit a terminal, and ``migrate`` on a database whose history outlived a table.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -20,7 +21,10 @@ import pytest
 import sqlalchemy as sa
 from integrations_support import application_yml
 
+from ekbatan.core import migrate
+from ekbatan.core.migrations import MigrationTarget
 from testsupport import wait_until
+from testsupport.previous_eventlog import previous_eventlog_migrations
 
 EKBATAN = str(Path(sys.executable).with_name("ekbatan"))
 
@@ -337,21 +341,11 @@ def test_tables_fit_100_columns_unless_wide(tmp_path):
 
 
 @pytest.mark.slow  # several ekbatan processes, a second or so each
-def test_migrate_re_applies_a_version_whose_table_is_gone_and_labels_other_dialects_steps(app_db, tmp_path):
+def test_migrate_re_applies_a_version_whose_table_is_gone(app_db, tmp_path):
     config = application_yml(tmp_path, app_db.url, eventlog=app_db.eventlog)
     touch(app_db.url)
     first = json.loads(ekbatan(tmp_path, "migrate", "--config", str(config), "--json").stdout)
-    [eventlog_2] = [
-        m for m in first["shards"][0]["applied"] if (m["component"], m["version"]) == ("eventlog", "2")
-    ]
-    index_elsewhere = app_db.dialect in ("mariadb", "mysql")
-    assert eventlog_2["on_this_dialect"] is index_elsewhere
-    text = ekbatan(tmp_path, "migrate", "--config", str(config)).stdout
-    [line] = [line for line in text.splitlines() if "eventlog 2" in line]
-    dialect_name = first["shards"][0]["dialect"]
-    assert ("already applied" in line) is index_elsewhere and (
-        f"not on {dialect_name}" in line
-    ) is not index_elsewhere
+    assert all(m["on_this_dialect"] for m in first["shards"][0]["applied"]), first
 
     query(app_db.url, "DROP TABLE scheduled_tasks")
     repaired = ekbatan(tmp_path, "migrate", "--config", str(config))
@@ -366,15 +360,95 @@ def test_migrate_re_applies_a_version_whose_table_is_gone_and_labels_other_diale
     ekbatan(tmp_path, "doctor", "--config", str(config))
 
 
-def test_migrate_re_creates_a_dropped_eventlog_and_its_later_index(tmp_path):
+CONTRIBUTOR = """
+def migrations():
+    def statements(dialect):
+        if dialect in ("mariadb", "mysql"):
+            return ["CREATE INDEX IF NOT EXISTS gizmo_open ON gizmos (state)"]
+        return []  # PostgreSQL and SQLite have had it from the start
+
+    return [("gizmos", "2", "index of open gizmos (MariaDB, MySQL)", statements)]
+"""
+
+
+def test_migrate_labels_a_version_with_nothing_for_the_dialect(tmp_path):
+    """Another package's contribution, installed beside Ekbatan's (a distribution on the path
+    with an ``ekbatan.migrations`` entry point): a version with no statement for SQLite is
+    recorded, and shown as not on it."""
+    site = tmp_path / "site"
+    (site / "gizmo_migrations-1.0.dist-info").mkdir(parents=True)
+    (site / "gizmo_migrations.py").write_text(textwrap.dedent(CONTRIBUTOR))
+    (site / "gizmo_migrations-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: gizmo-migrations\nVersion: 1.0\n"
+    )
+    (site / "gizmo_migrations-1.0.dist-info" / "entry_points.txt").write_text(
+        "[ekbatan.migrations]\ngizmos = gizmo_migrations:migrations\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": str(site)}
+    url = f"sqlite:///{tmp_path / 'app.sqlite'}"
+
+    def run_migrate(*flags: str) -> str:
+        done = subprocess.run(
+            [EKBATAN, "migrate", "--url", url, *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=environment,
+        )
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        return done.stdout
+
+    applied = json.loads(run_migrate("--json"))["shards"][0]["applied"]
+    [gizmos] = [m for m in applied if m["component"] == "gizmos"]
+    assert gizmos["on_this_dialect"] is False
+    assert all(m["on_this_dialect"] for m in applied if m["component"] != "gizmos")
+    [line] = [line for line in run_migrate().splitlines() if "gizmos 2" in line]
+    assert "not on sqlite" in line
+
+
+@pytest.mark.slow  # three ekbatan processes
+def test_migrate_and_doctor_on_a_database_of_the_previous_release(app_db, tmp_path):
+    """Migrated by a release in which core contributed event_notifications (``eventlog`` 1 to 3):
+    this release's first migrate records its own components, changing nothing and warning of
+    nothing, lists no ``eventlog`` version (nothing contributes them any more), and doctor finds
+    every table."""
+    config = application_yml(tmp_path, app_db.url, eventlog=app_db.eventlog)
+    touch(app_db.url)
+    migrate(
+        [MigrationTarget("previous", app_db.url, app_db.eventlog)],
+        contributions=previous_eventlog_migrations(),
+    )
+    before = query(app_db.url, "SELECT component, version, checksum FROM ekbatan_schema_history")
+
+    upgraded = ekbatan(tmp_path, "migrate", "--config", str(config), "--json")
+    [shard] = json.loads(upgraded.stdout)["shards"]
+    listed = [
+        (m["component"], m["version"])
+        for key in ("applied", "already_applied", "reapplied")
+        for m in shard[key]
+    ]
+    assert [(c, v) for c, v in listed if c != "scheduled_tasks"] == [
+        ("event_notifications", "1"),
+        ("outbox", "1"),
+    ]
+    assert shard["reapplied"] == [] and upgraded.stderr == "", upgraded.stderr  # no warning
+    history = query(app_db.url, "SELECT component, version, checksum FROM ekbatan_schema_history")
+    assert set(before) <= set(history)  # the previous versions' rows as they were
+
+    doctor = json.loads(ekbatan(tmp_path, "doctor", "--config", str(config), "--json").stdout)
+    tables = [c["detail"] for c in doctor["checks"] if c["check"] == "table"]
+    assert any("event_notifications: 19 expected columns present" in t for t in tables), tables
+    again = ekbatan(tmp_path, "migrate", "--config", str(config))
+    assert "0 migration(s) applied" in again.stdout and again.stderr == "", again.stderr
+
+
+def test_migrate_re_creates_a_dropped_notifications_table(tmp_path):
     config, url = sqlite_app(tmp_path)
     ekbatan(tmp_path, "migrate", "--config", str(config))
     query(url, "DROP TABLE eventlog_event_notifications")
     out = json.loads(ekbatan(tmp_path, "migrate", "--config", str(config), "--json").stdout)
     assert [(m["component"], m["version"]) for m in out["shards"][0]["reapplied"]] == [
-        ("eventlog", "1"),
-        ("eventlog", "2"),
-        ("eventlog", "3"),
+        ("event_notifications", "1")
     ]
     assert query(url, "SELECT COUNT(*) FROM eventlog_event_notifications") == [(0,)]
 

@@ -19,10 +19,10 @@ from markupsafe import escape
 from starlette.testclient import TestClient
 from test_integrations_operator_actions import Forms
 
-from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import SchedulerClient, Tasks
 from ekbatan.integrations import build_runtime
 from ekbatan.integrations.operator import operator_app
+from ekbatan.local_event_handler import notifications_table
 
 REPORTS = Tasks.one_time("reports").execute(lambda instance, ctx: None)
 #: per shard: (handler, state) of each notification written
@@ -64,11 +64,11 @@ class Shards:
         old = datetime.now(UTC).replace(microsecond=0) - timedelta(days=30)
         for database in self.databases:
             engine = sa.create_engine(database.url)
-            tables = eventlog_tables(engine.dialect.name, database.eventlog)
+            table = notifications_table(engine.dialect.name, database.eventlog)
             try:
                 with engine.begin() as connection:
                     connection.execute(
-                        tables.event_notifications.insert(),
+                        table.insert(),
                         [
                             notification_row(
                                 handler,
@@ -89,7 +89,7 @@ class Shards:
         found = []
         for database in self.databases:
             engine = sa.create_engine(database.url)
-            table = eventlog_tables(engine.dialect.name, database.eventlog).event_notifications
+            table = notifications_table(engine.dialect.name, database.eventlog)
             try:
                 with engine.connect() as connection:
                     rows = connection.execute(sa.select(table)).all()

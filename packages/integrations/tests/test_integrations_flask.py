@@ -77,15 +77,16 @@ def test_a_view_executes_an_action_the_handler_sees_it_and_stop_leaves_nothing_p
         assert lines[0].split() == ["SHARD", "DIALECT", "MIGRATION", "STATUS", "DESCRIPTION"], migrated.output
         rows = {" ".join(line.split()[2:4]): line.split()[4] for line in lines if line.startswith("global/")}
         assert set(rows) == {
-            "eventlog 1",
-            "eventlog 2",
-            "eventlog 3",
+            "event_notifications 1",
+            "outbox 1",
             "scheduled_tasks 0001",
             "scheduled_tasks 0002",
             "scheduled_tasks 0003",
             "scheduled_tasks 0004",
         }, migrated.output
-        assert rows["eventlog 1"] == rows["scheduled_tasks 0001"] == "applied", migrated.output
+        assert (
+            rows["outbox 1"] == rows["event_notifications 1"] == rows["scheduled_tasks 0001"] == "applied"
+        ), migrated.output
         assert lines[-1].endswith("applied on 1 shard(s)"), migrated.output
         again = app.test_cli_runner().invoke(args=["ekbatan", "migrate"])
         assert again.output.splitlines()[-1] == "0 migration(s) applied on 1 shard(s)", again.output

@@ -18,7 +18,6 @@ import sqlalchemy as sa
 from integrations_support import AppDatabase, application_yml, ekbatan, notification_row
 from starlette.testclient import TestClient
 
-from ekbatan.core.migrations import eventlog_tables
 from ekbatan.distributed_jobs.scheduler import (
     FailureHandlers,
     Scheduler,
@@ -30,6 +29,7 @@ from ekbatan.distributed_jobs.scheduler import (
 )
 from ekbatan.integrations.operator import operator_app
 from ekbatan.integrations.runtime import EkbatanRuntime, build_runtime
+from ekbatan.local_event_handler import notifications_table
 from testsupport import wait_until
 from testsupport.held_runs import RunGate, hold_claims, open_gate_after, release
 
@@ -221,7 +221,7 @@ def test_nodes_holding_executions_show_their_heartbeat_ages_and_a_clock_ahead(da
 
 def insert_notifications(url: str, eventlog: str, now: datetime) -> None:
     engine = sa.create_engine(url)
-    tables = eventlog_tables(engine.dialect.name, eventlog)
+    table = notifications_table(engine.dialect.name, eventlog)
 
     def notification(handler: str, state: str, age: int) -> dict[str, Any]:
         return notification_row(handler, state, event_date=now - timedelta(seconds=age), at=now)
@@ -229,7 +229,7 @@ def insert_notifications(url: str, eventlog: str, now: datetime) -> None:
     try:
         with engine.begin() as connection:
             connection.execute(
-                tables.event_notifications.insert(),
+                table.insert(),
                 [
                     notification("mail", "SUCCEEDED", 400),
                     notification("mail", "FAILED", 200),

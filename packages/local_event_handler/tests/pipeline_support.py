@@ -20,7 +20,12 @@ from ekbatan.core import (
     TransactionManager,
     eventlog_tables,
 )
-from ekbatan.local_event_handler import EventEnvelope, EventHandler
+from ekbatan.local_event_handler import (
+    EventEnvelope,
+    EventHandler,
+    notifications_migrations,
+    notifications_table,
+)
 from testsupport import IsolatedDatabase
 from testsupport.eventlog_shards import migrated_shard
 from testsupport.sample_domain import Base, GadgetCreated
@@ -106,7 +111,7 @@ class PipelineShard:
         return eventlog_tables(self.manager.dialect, self.eventlog)
 
     def notifications(self, **where: object) -> list[sa.Row[Any]]:
-        table = self._tables().event_notifications
+        table = notifications_table(self.manager.dialect, self.eventlog)
         query = sa.select(table).order_by(table.c.created_date, table.c.handler_name, table.c.id)
         for column, value in where.items():
             query = query.where(table.c[column] == value)
@@ -135,7 +140,15 @@ class PipelineShard:
 
 @contextmanager
 def pipeline_shard(dialect: str, shard: ShardIdentifier, *, scope: str) -> Iterator[PipelineShard]:
-    with migrated_shard(dialect, shard, Base.metadata, scope=scope, prefix="leh", pool_size=8) as created:
+    with migrated_shard(
+        dialect,
+        shard,
+        Base.metadata,
+        scope=scope,
+        prefix="leh",
+        pool_size=8,
+        contributions=notifications_migrations(),
+    ) as created:
         database, eventlog, manager = created
         yield PipelineShard(shard, database, eventlog, manager)
 

@@ -160,7 +160,7 @@ def test_a_missing_table_never_fails_an_action_and_says_what_to_run(dialect, one
         for i in range(2):
             executor.execute(GadgetCreateAction(), NewGadget(one_shard.shard, f"w-{i}", "red"))
     warnings = [r.getMessage() for r in caplog.records if r.name == "ekbatan.core.outbox.tracing"]
-    assert len(warnings) == 1 and "run 'ekbatan migrate' (eventlog 3)" in warnings[0], warnings
+    assert len(warnings) == 1 and "run 'ekbatan migrate' (outbox 1)" in warnings[0], warnings
     assert len(one_shard.events()) == 2
     receipts = RecordingHandler("receipts")
     fanout, handling = pipeline(registry, [receipts], spans)

@@ -9,8 +9,7 @@ import pytest
 from pipeline_support import RecordingHandler, executor_for, registry_of
 
 from ekbatan.core import DatabaseRegistry, LocalEventHandlerConfig, record_events, settings_from_document
-from ekbatan.core.outbox import UtcClock
-from ekbatan.core.outbox import events_channel, notifications_channel
+from ekbatan.core.outbox import UtcClock, events_channel
 from ekbatan.distributed_jobs import JobRegistry, Schedules
 from ekbatan.distributed_jobs.scheduler import create_table
 from ekbatan.local_event_handler import (
@@ -20,6 +19,7 @@ from ekbatan.local_event_handler import (
     EventHandlerRegistry,
     EventHandlingJob,
     event_pipeline_jobs,
+    notifications_channel,
 )
 from ekbatan.local_event_handler.listening import ShardListeners
 from testsupport import wait_until

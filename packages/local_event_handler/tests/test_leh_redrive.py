@@ -11,8 +11,7 @@ import sqlalchemy as sa
 from pipeline_support import RecordingHandler, SettableClock, executor_for, registry_of
 from test_leh_pipeline import create_gadgets, jobs
 
-from ekbatan.core import eventlog_tables
-from ekbatan.local_event_handler import NotificationState, redrive_notifications
+from ekbatan.local_event_handler import NotificationState, notifications_table, redrive_notifications
 
 
 class Switch:
@@ -109,7 +108,7 @@ def test_only_the_named_states_go_back_and_nothing_twice(one_shard):
         fanout.drain_one_round()
         handling.drain_one_round()
         assert one_shard.count_notifications("FAILED") == 5
-        table = eventlog_tables(one_shard.manager.dialect, one_shard.eventlog).event_notifications
+        table = notifications_table(one_shard.manager.dialect, one_shard.eventlog)
         ids = [r.id for r in one_shard.notifications()]
         # one succeeded elsewhere, one expired: the FAILED re-drive leaves both
         one_shard.execute(sa.update(table).where(table.c.id == ids[0]).values(state="SUCCEEDED"))

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ekbatan.core import DialectName
 from ekbatan.core.migrations import eventlog_tables
-from ekbatan.local_event_handler import NotificationState
+from ekbatan.local_event_handler import NotificationState, notifications_table
 from ekbatan.local_event_handler.states import OPEN_STATES
 
 __all__ = ["EventlogStatus", "HandlerStatus", "UndeliveredEvents", "read_eventlog_status"]
@@ -84,8 +84,8 @@ def read_eventlog_status(
     """The pipeline of the shard ``connection`` is on. ``handler_names``: handlers listed even
     without a notification (with zero counts). Raises ``sa.exc.DBAPIError`` when the eventlog
     tables are not there."""
-    tables = eventlog_tables(dialect, eventlog_schema)
-    events, notifications = tables.events, tables.event_notifications
+    events = eventlog_tables(dialect, eventlog_schema).events
+    notifications = notifications_table(dialect, eventlog_schema)
     undelivered = connection.execute(
         sa.select(events.c.event_type, sa.func.count(), sa.func.min(events.c.event_date))
         .where(events.c.delivered == sa.false())

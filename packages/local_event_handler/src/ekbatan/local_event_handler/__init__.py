@@ -6,6 +6,11 @@ distributed jobs deliver them: :class:`EventFanoutJob` writes one
 :class:`EventHandlingJob` calls the handlers, retrying failures with capped exponential
 backoff until the retention window ends. Delivery is at least once. :func:`redrive_notifications`
 sends failed or expired notifications of a handler back for another try.
+
+``event_notifications`` is this package's table: it contributes it to ``ekbatan migrate``
+(:func:`notifications_migrations`, entry point ``event_notifications`` of
+``ekbatan.migrations``) and describes it (:func:`notifications_table`,
+:func:`notifications_statements`, :func:`notifications_channel`).
 """
 
 from ekbatan.local_event_handler._telemetry.settings import EventPipelineTelemetry
@@ -28,6 +33,12 @@ from ekbatan.local_event_handler.handling import (
     DEFAULT_RETENTION_WINDOW,
     EventHandlingJob,
     EventHandlingJobBuilder,
+)
+from ekbatan.local_event_handler.notifications_ddl import notifications_migrations, notifications_statements
+from ekbatan.local_event_handler.notifications_table import (
+    notifications_channel,
+    notifications_table,
+    notifications_table_name,
 )
 from ekbatan.local_event_handler.pipeline import event_pipeline_jobs
 from ekbatan.local_event_handler.pipeline_job import DEFAULT_POLL_DELAY, PipelineJob
@@ -67,6 +78,11 @@ __all__ = [
     "event_handler",
     "event_pipeline_jobs",
     "is_event_handler",
+    "notifications_channel",
+    "notifications_migrations",
+    "notifications_statements",
+    "notifications_table",
+    "notifications_table_name",
     "redrive_notifications",
     "unrecorded_subscriptions",
 ]

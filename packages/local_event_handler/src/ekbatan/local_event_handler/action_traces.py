@@ -2,8 +2,8 @@
 span with tracing on), read by the handling job so that each handler call's span links to the
 action's, and pruned by it once no notification can still need it.
 
-Both tolerate a shard whose table is missing (its eventlog migration 3 not applied yet): reads
-find nothing there, and one warning says what to run.
+Both tolerate a shard whose table is missing (a database last migrated before core's
+``outbox 1`` created it): reads find nothing there, and one warning says what to run.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ekbatan.core.migrations import EventlogTables, TablePresence
+from ekbatan.core.migrations import TablePresence
 from ekbatan.core.persistence import TransactionManager
 from ekbatan.local_event_handler.connections import pipeline_connection
+from ekbatan.local_event_handler.handling_sql import HandlingTables
 
 log = logging.getLogger("ekbatan.local_event_handler.tracing")
 
@@ -38,7 +39,7 @@ class ActionTraces:
         self._pruned_at: dict[str, float] = {}
 
     def contexts(
-        self, manager: TransactionManager, t: EventlogTables, action_ids: Collection[uuid.UUID]
+        self, manager: TransactionManager, t: HandlingTables, action_ids: Collection[uuid.UUID]
     ) -> dict[uuid.UUID, dict[str, str]]:
         """The kept context of each of ``action_ids`` that has one: ``{"traceparent": …}``."""
         if not action_ids:
@@ -60,7 +61,7 @@ class ActionTraces:
             found[action_id] = carrier
         return found
 
-    def prune(self, manager: TransactionManager, t: EventlogTables, before: datetime) -> int:
+    def prune(self, manager: TransactionManager, t: HandlingTables, before: datetime) -> int:
         """Delete contexts kept before ``before`` (at most once per ``PRUNE_EVERY`` per shard)."""
         traces = t.action_traces
         key = str(traces)
@@ -95,7 +96,7 @@ class ActionTraces:
         if first_missing:
             log.warning(
                 "tracing: %s is missing, so handler spans cannot link to the actions that recorded "
-                "their events; run 'ekbatan migrate' (eventlog 3)",
+                "their events; run 'ekbatan migrate' (outbox 1)",
                 traces,
             )
         return exists

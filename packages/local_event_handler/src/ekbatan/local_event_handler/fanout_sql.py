@@ -21,25 +21,14 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from ekbatan.core.migrations import eventlog_table_names
-from ekbatan.core.outbox import notifications_channel
+from ekbatan.core.migrations import eventlog_table_name
 from ekbatan.core.persistence import DialectName, UtcDateTime
-from ekbatan.local_event_handler.states import NotificationState
-
-#: the columns a notification copies from its event, in the tables' order
-COPIED_COLUMNS = (
-    "namespace",
-    "action_id",
-    "action_name",
-    "action_params",
-    "started_date",
-    "completion_date",
-    "model_id",
-    "model_type",
-    "event_type",
-    "payload",
-    "event_date",
+from ekbatan.local_event_handler.notifications_table import (
+    COPIED_COLUMNS,
+    notifications_channel,
+    notifications_table_name,
 )
+from ekbatan.local_event_handler.states import NotificationState
 
 _INSERTED = ", ".join(
     (
@@ -111,7 +100,8 @@ def fanout_statements(
     dialect: DialectName, eventlog_schema: str, subscriptions: Sequence[tuple[str, str]]
 ) -> FanoutStatements:
     """Statements fanning events out to ``subscriptions``, (event_type, handler_name) pairs."""
-    events, notifications = eventlog_table_names(dialect, eventlog_schema)
+    events = eventlog_table_name(dialect, "events", eventlog_schema)
+    notifications = notifications_table_name(dialect, eventlog_schema)
     params: dict[str, Any] = {}
     selects = []
     for index, (event_type, handler_name) in enumerate(subscriptions):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ekbatan.core.outbox import EventCodec, default_codec, notifications_channel, utc_now
+from ekbatan.core.outbox import EventCodec, default_codec, utc_now
 from ekbatan.core.persistence import TransactionManager
 from ekbatan.local_event_handler import handling_sql as sql
 from ekbatan.local_event_handler.action_traces import ActionTraces
@@ -37,6 +37,7 @@ from ekbatan.local_event_handler.backoff import backoff_delay
 from ekbatan.local_event_handler.connections import pipeline_connection
 from ekbatan.local_event_handler.dispatch import HandlerDispatcher, Invocation
 from ekbatan.local_event_handler.envelope import EventEnvelope
+from ekbatan.local_event_handler.notifications_table import notifications_channel
 from ekbatan.local_event_handler.option_checks import require_positive, require_timedelta
 from ekbatan.local_event_handler.pipeline_job import PipelineJob, PipelineJobBuilder
 from ekbatan.local_event_handler.shard_rounds import ShardRounds

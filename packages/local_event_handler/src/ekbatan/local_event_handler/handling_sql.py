@@ -1,9 +1,9 @@
-"""The handling job's statements, and the eventlog tables per dialect and schema (the fan-out's
+"""The handling job's statements, and the tables it works per dialect and schema (the fan-out's
 set-based statements are in ``fanout_sql``).
 
-The tables are SQLAlchemy Core ``Table`` objects from ``ekbatan.core`` for the shard's dialect
-and eventlog schema, so values are the same everywhere: ``uuid.UUID`` ids, aware UTC
-datetimes, JSON as dicts.
+The tables are SQLAlchemy Core ``Table`` objects for the shard's dialect and eventlog schema —
+``event_notifications`` this package's, ``action_traces`` core's — so values are the same
+everywhere: ``uuid.UUID`` ids, aware UTC datetimes, JSON as dicts.
 """
 
 from __future__ import annotations
@@ -14,22 +14,33 @@ import itertools
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from ekbatan.core.migrations import EventlogTables, eventlog_tables
+from ekbatan.core.migrations import eventlog_tables
 from ekbatan.core.persistence import DialectName
+from ekbatan.local_event_handler.notifications_table import notifications_table
 from ekbatan.local_event_handler.states import OPEN_STATES, TERMINAL_STATES, NotificationState
 
 
+class HandlingTables(NamedTuple):
+    """A shard's tables as the handling job (and the re-drive, the gauges) use them."""
+
+    event_notifications: sa.Table
+    #: core's: the trace context of the actions whose events are handled
+    action_traces: sa.Table
+
+
 @functools.lru_cache(maxsize=64)
-def tables(dialect: DialectName, schema: str) -> EventlogTables:
-    return eventlog_tables(dialect, schema)
+def tables(dialect: DialectName, schema: str) -> HandlingTables:
+    return HandlingTables(
+        notifications_table(dialect, schema), eventlog_tables(dialect, schema).action_traces
+    )
 
 
 def due_notifications(
-    t: EventlogTables, dialect: DialectName, now: datetime, limit: int
+    t: HandlingTables, dialect: DialectName, now: datetime, limit: int
 ) -> list[sa.Select[Any]]:
     """The reads of the ``limit`` open notifications due longest ago: each returns its rows in
     due order, and the caller merges them (:func:`merge_due`).
@@ -67,7 +78,7 @@ def merge_due(reads: Sequence[Sequence[sa.Row[Any]]], limit: int) -> list[sa.Row
 
 
 def record_outcome(
-    t: EventlogTables,
+    t: HandlingTables,
     ids: Sequence[uuid.UUID],
     *,
     attempts_read: int,

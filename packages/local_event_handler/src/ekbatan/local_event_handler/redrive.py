@@ -29,9 +29,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.core.migrations import DEFAULT_EVENTLOG_SCHEMA
-from ekbatan.core.outbox import notifications_channel
 from ekbatan.core.persistence import DialectName
 from ekbatan.local_event_handler import handling_sql as sql
+from ekbatan.local_event_handler.notifications_table import notifications_channel
 from ekbatan.local_event_handler.states import NotificationState
 
 __all__ = ["DEFAULT_REDRIVE_BATCH_SIZE", "REDRIVABLE_STATES", "redrive_notifications"]

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from ekbatan.core.migrations._core_contributions import core_migrations as core_migrations
     from ekbatan.core.migrations._eventlog_ddl import (
         DEFAULT_EVENTLOG_SCHEMA as DEFAULT_EVENTLOG_SCHEMA,
+        eventlog_schema_statements as eventlog_schema_statements,
         eventlog_statements as eventlog_statements,
-        eventlog_table_names as eventlog_table_names,
+        eventlog_table_name as eventlog_table_name,
     )
     from ekbatan.core.migrations._eventlog_metadata import (
         EventlogTables as EventlogTables,
@@ -45,8 +46,9 @@ __getattr__, __dir__, __all__ = _lazy_exports.lazy_exports(
         "ekbatan.core.migrations._core_contributions": ("core_migrations",),
         "ekbatan.core.migrations._eventlog_ddl": (
             "DEFAULT_EVENTLOG_SCHEMA",
+            "eventlog_schema_statements",
             "eventlog_statements",
-            "eventlog_table_names",
+            "eventlog_table_name",
         ),
         "ekbatan.core.migrations._eventlog_metadata": ("EventlogTables", "eventlog_tables"),
         "ekbatan.core.migrations._history": ("HISTORY_TABLE",),

@@ -1,4 +1,6 @@
-"""SQLAlchemy Core ``Table`` objects for the outbox tables, matching ``eventlog_ddl`` per dialect.
+"""SQLAlchemy Core ``Table`` objects for core's eventlog tables, ``events`` and ``action_traces``,
+matching ``_eventlog_ddl`` per dialect (``event_notifications`` is the local event handler's:
+``ekbatan.local_event_handler.notifications_table``).
 
 Values read and written through them are the same on every dialect: ``uuid.UUID`` ids, aware
 UTC datetimes (stored naive UTC), JSON as Python dicts, booleans.
@@ -22,8 +24,7 @@ from ekbatan.core.persistence._sql_identifiers import validate_sql_identifier
 class EventlogTables:
     metadata: sa.MetaData
     events: sa.Table
-    event_notifications: sa.Table
-    #: the trace context of actions run under a span (eventlog migration 3)
+    #: the trace context of actions run under a span
     action_traces: sa.Table
 
 
@@ -37,60 +38,27 @@ def eventlog_tables(dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_S
     dialect = DialectName(dialect)
     metadata = sa.MetaData()
     if dialect is DialectName.SQLITE:
-        table_schema, events_name, notifications_name, traces_name = (
-            None,
-            f"{schema}_events",
-            f"{schema}_event_notifications",
-            f"{schema}_action_traces",
-        )
+        table_schema, events_name, traces_name = None, f"{schema}_events", f"{schema}_action_traces"
     else:
-        table_schema, events_name, notifications_name, traces_name = (
-            schema,
-            "events",
-            "event_notifications",
-            "action_traces",
-        )
+        table_schema, events_name, traces_name = schema, "events", "action_traces"
     uuid_type, json_type = _types(dialect)
-
-    def shared_columns() -> list[sa.Column[Any]]:
-        return [
-            sa.Column("namespace", sa.String(255), nullable=False),
-            sa.Column("action_id", uuid_type, nullable=False),
-            sa.Column("action_name", sa.String(255), nullable=False),
-            sa.Column("action_params", json_type, nullable=False),
-            sa.Column("started_date", UtcDateTime(), nullable=False),
-            sa.Column("completion_date", UtcDateTime(), nullable=False),
-            sa.Column("model_id", sa.String(255), nullable=True),
-            sa.Column("model_type", sa.String(255), nullable=True),
-        ]
 
     events = sa.Table(
         events_name,
         metadata,
         sa.Column("id", uuid_type, primary_key=True),
-        *shared_columns(),
+        sa.Column("namespace", sa.String(255), nullable=False),
+        sa.Column("action_id", uuid_type, nullable=False),
+        sa.Column("action_name", sa.String(255), nullable=False),
+        sa.Column("action_params", json_type, nullable=False),
+        sa.Column("started_date", UtcDateTime(), nullable=False),
+        sa.Column("completion_date", UtcDateTime(), nullable=False),
+        sa.Column("model_id", sa.String(255), nullable=True),
+        sa.Column("model_type", sa.String(255), nullable=True),
         sa.Column("event_type", sa.String(255), nullable=True),
         sa.Column("payload", json_type, nullable=True),
         sa.Column("event_date", UtcDateTime(), nullable=False),
         sa.Column("delivered", sa.Boolean(create_constraint=False), nullable=False),
-        schema=table_schema,
-    )
-    event_notifications = sa.Table(
-        notifications_name,
-        metadata,
-        sa.Column("id", uuid_type, primary_key=True),
-        sa.Column("event_id", uuid_type, nullable=False),
-        sa.Column("handler_name", sa.String(255), nullable=False),
-        *shared_columns(),
-        sa.Column("event_type", sa.String(255), nullable=False),
-        sa.Column("payload", json_type, nullable=True),
-        sa.Column("event_date", UtcDateTime(), nullable=False),
-        sa.Column("state", sa.String(24), nullable=False),
-        sa.Column("attempts", sa.Integer, nullable=False, server_default=sa.text("0")),
-        sa.Column("next_retry_at", UtcDateTime(), nullable=False),
-        sa.Column("created_date", UtcDateTime(), nullable=False),
-        sa.Column("updated_date", UtcDateTime(), nullable=False),
-        sa.UniqueConstraint("event_id", "handler_name"),
         schema=table_schema,
     )
     action_traces = sa.Table(
@@ -102,7 +70,7 @@ def eventlog_tables(dialect: DialectName | str, schema: str = DEFAULT_EVENTLOG_S
         sa.Column("recorded", UtcDateTime(), nullable=False),
         schema=table_schema,
     )
-    return EventlogTables(metadata, events, event_notifications, action_traces)
+    return EventlogTables(metadata, events, action_traces)
 
 
 def _types(dialect: DialectName) -> tuple[sa.types.TypeEngine[Any], sa.types.TypeEngine[Any]]:

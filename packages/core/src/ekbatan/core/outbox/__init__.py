@@ -54,16 +54,13 @@ if TYPE_CHECKING:
         record_events as record_events,
     )
     from ekbatan.core.outbox._routing import instance_shard as instance_shard
-    from ekbatan.core.outbox._wakeups import (
-        events_channel as events_channel,
-        notifications_channel as notifications_channel,
-    )
+    from ekbatan.core.outbox._wakeups import events_channel as events_channel
 
 
 __getattr__, __dir__, __all__ = _lazy_exports.lazy_exports(
     __name__,
     {
-        "ekbatan.core.outbox._wakeups": ("events_channel", "notifications_channel"),
+        "ekbatan.core.outbox._wakeups": ("events_channel",),
         "ekbatan.core.outbox._actions": ("ACTION_MARKER", "Action", "action", "is_action"),
         "ekbatan.core.outbox._clock": ("Clock", "UtcClock", "utc_now"),
         "ekbatan.core.outbox._codec": ("EncodedEvent", "EventCodec", "default_codec"),

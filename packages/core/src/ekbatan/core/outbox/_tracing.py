@@ -3,13 +3,13 @@
 With tracing on (``ActionExecutor(tracing=True)``; needs ``opentelemetry-api``, the ``otel``
 extra, and an SDK tracer provider the application installs), each ``execute`` runs inside a span
 named ``action <ActionName>``. When the action records events, its span's ``traceparent`` is
-written to ``action_traces`` (eventlog migration 3) in the action's own transaction, one row per
+written to ``action_traces`` (migration ``outbox 1``) in the action's own transaction, one row per
 shard it wrote, so that the spans of the handlers those events reach — in another process,
 minutes later — link to it. ``events`` and ``event_notifications`` are not changed.
 
-Tracing never fails an action: a shard whose ``action_traces`` table is missing (the eventlog
-migration 3 not applied yet) is written nothing, and one warning says what to run; once
-migrated, the table is found again within a minute.
+Tracing never fails an action: a shard whose ``action_traces`` table is missing (a database
+last migrated before the table existed) is written nothing, and one warning says what to run;
+once migrated, the table is found again within a minute.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class ActionTracing:
         if first_missing:
             log.warning(
                 "tracing: %s is missing, so handler spans cannot link to the actions; run 'ekbatan migrate' "
-                "(eventlog 3)",
+                "(outbox 1)",
                 table,
             )
         return exists

@@ -24,12 +24,6 @@ def events_channel(eventlog_schema: str) -> str:
     return f"ekbatan_events_{validate_sql_identifier(eventlog_schema, 'eventlog schema')}"[:_MAX_CHANNEL]
 
 
-def notifications_channel(eventlog_schema: str) -> str:
-    """The channel announcing new rows in ``<eventlog_schema>.event_notifications``."""
-    name = f"ekbatan_notifications_{validate_sql_identifier(eventlog_schema, 'eventlog schema')}"
-    return name[:_MAX_CHANNEL]
-
-
 def notify(connection: sa.Connection, channel: str) -> None:
     """Queue a notification on ``channel``, delivered when ``connection``'s transaction commits."""
     connection.execute(_NOTIFY, {"channel": channel})

@@ -42,7 +42,7 @@ from ekbatan.integrations.cli.tables import render_table
 from ekbatan.integrations.cli.targets import CliError, Pool, Shard, Target
 from ekbatan.integrations.construction import ConstructionError
 from ekbatan.integrations.discovery import DiscoveryError
-from ekbatan.local_event_handler import unrecorded_subscriptions
+from ekbatan.local_event_handler import notifications_table, unrecorded_subscriptions
 
 __all__ = ["Check", "doctor_command"]
 
@@ -146,10 +146,13 @@ def _pool_checks(
     checks = [Check(PASS, "connection", pool.label, f"{pool.dialect.value} {version} at {pool.url}")]
     with provider.connect() as connection:
         if pool is shard.primary:
-            tables = eventlog_tables(pool.dialect, shard.eventlog_schema)
+            tables = (
+                eventlog_tables(pool.dialect, shard.eventlog_schema).events,
+                notifications_table(pool.dialect, shard.eventlog_schema),
+            )
             table_checks = [
                 _table_check(target, pool, connection, table.name, table.schema, table.c.keys())
-                for table in (tables.events, tables.event_notifications)
+                for table in tables
             ]
             checks += table_checks
             checks.append(_clock_check(pool, connection))

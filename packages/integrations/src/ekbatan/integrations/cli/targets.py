@@ -24,6 +24,7 @@ from ekbatan.distributed_jobs.scheduler import (
     history_table_name,
     pauses_table_name,
 )
+from ekbatan.local_event_handler import notifications_table
 
 __all__ = ["CliError", "Pool", "Shard", "Target", "resolve_target"]
 
@@ -139,9 +140,9 @@ class Target:
         )
 
     def require_eventlog(self, connection: sa.Connection, shard: Shard) -> None:
-        tables = eventlog_tables(shard.primary.dialect, shard.eventlog_schema)
+        dialect, schema = shard.primary.dialect, shard.eventlog_schema
         inspector = sa.inspect(connection)
-        for table in (tables.events, tables.event_notifications):
+        for table in (eventlog_tables(dialect, schema).events, notifications_table(dialect, schema)):
             if not inspector.has_table(table.name, schema=table.schema):
                 raise self.missing_table(table.fullname, shard.primary)
 
