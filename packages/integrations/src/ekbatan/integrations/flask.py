@@ -1,10 +1,5 @@
-"""Ekbatan as a Flask extension: ``Ekbatan(app)`` or ``ekbatan.init_app(app)``; the guide is
-docs/wiring/flask.md.
-
-``init_app`` opens no pool and starts no thread: it may run in a process that forks afterwards
-(gunicorn's master with ``--preload``) or never serves (the reloader's parent, a CLI command).
-The graph is built in the process that uses it, on first use, and a forked child builds its own.
-"""
+"""Ekbatan as a Flask extension, ``Ekbatan(app)`` or ``ekbatan.init_app(app)``: each process
+builds and starts its own graph on first use. The guide is docs/wiring/flask.md."""
 
 from __future__ import annotations
 
@@ -58,7 +53,7 @@ log = logging.getLogger("ekbatan.integrations.flask")
 @dataclass
 class _AppState:
     """One application's options (their settings loaded), and the graph built for it in
-    process ``pid``."""
+    process ``pid``. Read it through :meth:`here`."""
 
     settings: EkbatanSettings
     options: EkbatanOptions
@@ -66,6 +61,23 @@ class _AppState:
     pid: int = field(default_factory=os.getpid)
     runtime: EkbatanRuntime | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def here(self) -> _AppState:
+        """This state, first made this process's own if ``fork()`` copied it from a parent: the
+        parent's graph is set aside and this process builds its own on first use."""
+        pid = os.getpid()
+        if self.pid != pid:
+            with _process_lock():
+                if self.pid != pid:
+                    if self.runtime is not None:
+                        # Its pools hold the parent's connections: closing them here, or letting
+                        # the collector close them, would end the parent's sessions.
+                        _left_to_parent.append(self.runtime)
+                        self.runtime = None
+                    # the copied lock may be held by a thread of the parent, which is not here
+                    self.lock = threading.RLock()
+                    self.pid = pid  # last: a thread that sees this pid sees the new lock
+        return self
 
 
 class Ekbatan:
@@ -165,10 +177,15 @@ class Ekbatan:
     def _state(self, app: Flask | None) -> tuple[Flask, _AppState]:
         if app is None:
             app = self._current_app()
-        state = self._states.get(app)
+        state = self._state_here(app)
         if state is None:
             raise RuntimeError(f"Ekbatan.init_app was not called for the application {app.name!r}")
         return app, state
+
+    def _state_here(self, app: Flask) -> _AppState | None:
+        """This process's state of ``app``; None if ``init_app`` was not called for it."""
+        state = self._states.get(app)
+        return None if state is None else state.here()
 
     def _current_app(self) -> Flask:
         if has_app_context():
@@ -219,6 +236,7 @@ class Ekbatan:
         with state.lock:
             runtime = self.runtime_for(app)
             if not runtime.started:
+                _stop_at_exit()
                 runtime.start()
                 log.info(
                     "ekbatan started for %r in process %d (%s)",
@@ -261,7 +279,7 @@ class Ekbatan:
 
         @blueprint.get(path)
         def ekbatan_health() -> tuple[Response, int]:
-            state = self._states.get(_app_of_this_context())
+            state = self._state_here(_app_of_this_context())
             ready, report = health_report(
                 None if state is None else state.runtime,
                 max_poll_age=max_poll_age,
@@ -284,7 +302,7 @@ class Ekbatan:
 
         @blueprint.get(path)
         def ekbatan_metrics() -> Response:
-            state = self._states.get(_app_of_this_context())
+            state = self._state_here(_app_of_this_context())
             registry = None if state is None or state.runtime is None else state.runtime.metrics_registry
             if registry is None:
                 return Response(METRICS_OFF, status=404, content_type="text/plain; charset=utf-8")
@@ -336,7 +354,7 @@ class Ekbatan:
 
     # ------------------------------------------------------------------ when to start
     def _start_on_first_request(self) -> None:
-        state = self._states.get(_app_of_this_context())
+        state = self._state_here(_app_of_this_context())
         if state is not None and (state.runtime is None or not state.runtime.started):
             self.start()
 
@@ -349,26 +367,28 @@ class Ekbatan:
 
     # ------------------------------------------------------------------ process lifecycle
     def _stop_all_here(self) -> None:
-        for app, state in list(self._states.items()):
-            if state.runtime is not None and state.pid == os.getpid():
-                try:
-                    self.stop(app)
-                except Exception:
-                    log.exception("stopping ekbatan for %r failed", app.name)
-
-    def _forget_after_fork(self) -> None:
-        for state in self._states.values():
-            if state.runtime is not None:
-                # The parent's pools hold its connections; closing them from here would close
-                # the parent's sockets, and dropping them would let the collector do so. Keep them.
-                _left_to_parent.append(state.runtime)
-            state.runtime = None
-            state.pid = os.getpid()
-            state.lock = threading.RLock()
+        """Stop every graph of this process; stop skips those a parent process built."""
+        for app in list(self._states.keys()):
+            try:
+                self.stop(app)
+            except Exception:
+                log.exception("stopping ekbatan for %r failed", app.name)
 
 
+#: every extension made in this process (and copied into its forks), for the gunicorn hooks and
+#: the stop at exit
 _extensions: weakref.WeakSet[Ekbatan] = weakref.WeakSet()
+#: graphs a parent process built, kept referenced: see _AppState.here
 _left_to_parent: list[EkbatanRuntime] = []
+#: one lock per process: a lock fork() copies may be held by a thread of the parent
+_process_locks: dict[int, threading.Lock] = {}
+#: whether _stop_everything_started_here runs at exit; a forked child inherits the registration
+_stop_at_exit_registered = False
+
+
+def _process_lock() -> threading.Lock:
+    # setdefault is atomic: the threads of one process all get the same lock
+    return _process_locks.setdefault(os.getpid(), threading.Lock())
 
 
 def _stop_everything_started_here() -> None:
@@ -376,13 +396,13 @@ def _stop_everything_started_here() -> None:
         extension._stop_all_here()
 
 
-def _after_fork_in_child() -> None:
-    for extension in list(_extensions):
-        extension._forget_after_fork()
-
-
-atexit.register(_stop_everything_started_here)
-os.register_at_fork(after_in_child=_after_fork_in_child)
+def _stop_at_exit() -> None:
+    """Stop, when the interpreter exits, what this process started and nobody stopped."""
+    global _stop_at_exit_registered
+    with _process_lock():
+        if not _stop_at_exit_registered:
+            atexit.register(_stop_everything_started_here)
+            _stop_at_exit_registered = True
 
 
 def gunicorn_post_worker_init(worker: Any) -> None:
