@@ -408,3 +408,16 @@ def test_ekbatan_ui_refuses_an_unknown_live_mode_naming_the_choices(tmp_path: Pa
     )
     assert refused.exit_code == 2
     assert "'push' is not one of 'auto', 'sse', 'poll', 'off'" in refused.output
+
+
+def test_a_scheduler_given_to_the_view_stands_for_its_client(seeded: Seeded) -> None:
+    scheduler = Scheduler.create(seeded.engine).build()
+    try:
+        with TestClient(operator_app(scheduler)) as through_scheduler:
+            page = through_scheduler.get("/")
+        with TestClient(operator_app(seeded.client)) as through_client:
+            expected = through_client.get("/")
+    finally:
+        scheduler.stop()
+    assert page.status_code == 200, page.text
+    assert overview_counts(page.text) == overview_counts(expected.text) != {}
