@@ -6,7 +6,7 @@ wake-ups — so that no part needs the scheduler itself."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,26 +37,15 @@ if TYPE_CHECKING:
     from ekbatan.distributed_jobs.scheduler.dialects import SqlDialect
 
 
+@dataclass
 class RunState:
-    """Started, stopping, paused: what the runner, the loops and a handler's context ask."""
+    """Started, stopping, paused: what the runner, the loops and a handler's context ask (the
+    ``SchedulerState`` they are given)."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.started = False
-        self.shutting_down = False
-        self.paused = False
-
-    @property
-    def is_started(self) -> bool:
-        return self.started
-
-    @property
-    def is_shutting_down(self) -> bool:
-        return self.shutting_down
-
-    @property
-    def is_paused(self) -> bool:
-        return self.paused
+    is_started: bool = False
+    is_shutting_down: bool = False
+    is_paused: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 class DueWakeups:
@@ -82,7 +71,7 @@ class DueWakeups:
 
     def due_at(self, execution_time: datetime, margin: float = 0.0) -> None:
         """Something becomes due at ``execution_time``: poll then, not a whole interval later."""
-        if not self._state.started or self._state.shutting_down:
+        if not self._state.is_started or self._state.is_shutting_down:
             return
         delay = (execution_time - self._clock.now()).total_seconds()
         if delay <= 0:

@@ -150,15 +150,15 @@ class Scheduler:
     # ------------------------------------------------------------------ state
     @property
     def is_started(self) -> bool:
-        return self._state.started
+        return self._state.is_started
 
     @property
     def is_shutting_down(self) -> bool:
-        return self._state.shutting_down
+        return self._state.is_shutting_down
 
     @property
     def is_paused(self) -> bool:
-        return self._state.paused
+        return self._state.is_paused
 
     @property
     def last_successful_poll(self) -> datetime | None:
@@ -190,13 +190,13 @@ class Scheduler:
         """Stop this process's polling; running executions, heartbeats and dead detection go
         on. Only this process: ``pause_task(name)`` pauses a task on every node. A poll already
         under way when this is called is not waited for: it finishes, and what it claimed runs."""
-        if not self._state.paused:
-            self._state.paused = True
+        if not self._state.is_paused:
+            self._state.is_paused = True
             log.info("scheduler %s paused polling", self.name)
 
     def resume(self) -> None:
-        if self._state.paused:
-            self._state.paused = False
+        if self._state.is_paused:
+            self._state.is_paused = False
             log.info("scheduler %s resumed polling", self.name)
             self.trigger_check_for_due_executions()
 
@@ -232,12 +232,12 @@ class Scheduler:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         with self._state.lock:
-            if self._state.started:
+            if self._state.is_started:
                 log.warning("scheduler %s is already started", self.name)
                 return
-            if self._state.shutting_down:
+            if self._state.is_shutting_down:
                 raise RuntimeError(f"scheduler {self.name} was stopped; build a new one to start again")
-            self._state.started = True
+            self._state.is_started = True
         try:
             self._start()
         except BaseException:
@@ -347,17 +347,17 @@ class Scheduler:
         then stop heartbeats. An execution still running after that is abandoned: its row
         stays picked and another instance revives it once its heartbeat is old enough."""
         with self._state.lock:
-            if self._state.shutting_down:
+            if self._state.is_shutting_down:
                 # a second stop(), or one after a failed start() cleaned up, is harmless
                 log.info("scheduler %s is already stopped or stopping", self.name)
                 return
-            self._state.shutting_down = True
+            self._state.is_shutting_down = True
         if self.telemetry is not None:
             self.telemetry.stop()  # a stopping scheduler is no longer scraped
         if self._atexit_registered:
             atexit.unregister(self.stop)
             self._atexit_registered = False
-        if not self._state.started:
+        if not self._state.is_started:
             self.async_runner.stop()  # a manually driven scheduler may have run async handlers
             self.runner.deadlines.stop()
             return
@@ -390,7 +390,7 @@ class Scheduler:
         self.runner.deadlines.stop()
         if self.execution_history is not None:
             self.execution_history.stop()  # after the workers: their runs' rows are written
-        self._state.started = False
+        self._state.is_started = False
         log.info("scheduler %s stopped", self.name)
 
     def __enter__(self) -> Scheduler:
@@ -414,4 +414,4 @@ class Scheduler:
         self.heartbeats.run_once()
 
     def __repr__(self) -> str:
-        return f"Scheduler(name={self.name!r}, started={self._state.started}, table={self.repository.table_name!r})"
+        return f"Scheduler(name={self.name!r}, started={self._state.is_started}, table={self.repository.table_name!r})"
