@@ -55,6 +55,23 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+#: how many quick tests' time one test marked ``slow`` or ``cluster`` takes, roughly (a
+#: quick test takes a fraction of a second; those spawn processes or servers for seconds)
+_HEAVY = 30
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The suite runs in two processes that take whole files (``--dist loadfile``), in the order
+    # given here. The heaviest files go first, so the many quick ones fill in at the end; in the
+    # collection's order the cluster and browser tests came last and one process ran them alone
+    # while the other sat idle. The sort is stable: each file keeps its own order.
+    weight: dict[object, int] = {}
+    for item in items:
+        heavy = item.get_closest_marker("slow") is not None or item.get_closest_marker("cluster") is not None
+        weight[item.path] = weight.get(item.path, 0) + (_HEAVY if heavy else 1)
+    items.sort(key=lambda item: -weight[item.path])
+
+
 @pytest.fixture
 def database(dialect: str) -> Iterator[IsolatedDatabase]:
     """A fresh, empty schema (PostgreSQL) or database (MariaDB/MySQL) or file (SQLite)."""

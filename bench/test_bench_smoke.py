@@ -19,7 +19,7 @@ from bench import peers
 from bench.__main__ import BENCHMARKS, main, parse
 from bench.common import Settings
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 #: benchmarks whose smoke run has a fixture of its own (``-k pipeline`` runs only it)
 OWN_FIXTURE = ("pipeline", "inflow")  # inflow's: bench/test_inflow_smoke.py

@@ -14,7 +14,7 @@ import pytest
 from bench import inflow, peers
 from bench.common import Settings
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
