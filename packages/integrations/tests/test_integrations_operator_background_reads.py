@@ -138,6 +138,7 @@ def test_the_overview_says_how_old_counts_read_behind_are(database, monkeypatch)
 
 
 @pytest.mark.dialects("postgres")
+@pytest.mark.shipped_first_wait
 def test_an_overview_whose_first_count_is_slow_says_it_is_counting_then_shows_the_counts(database):
     engine = database.engine()
     create_table(engine)
