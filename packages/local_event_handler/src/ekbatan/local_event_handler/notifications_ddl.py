@@ -23,9 +23,14 @@ now recorded, is applied again (the migrator re-applies a recorded version whose
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from ekbatan.core.migrations import DEFAULT_EVENTLOG_SCHEMA, Migration, eventlog_schema_statements
+from ekbatan.core.migrations import (
+    DEFAULT_EVENTLOG_SCHEMA,
+    EventlogColumnTypes,
+    Migration,
+    eventlog_column_types,
+    eventlog_index_name,
+    eventlog_schema_statements,
+)
 from ekbatan.core.persistence import DialectName
 from ekbatan.local_event_handler.notifications_table import notifications_table_name
 
@@ -38,57 +43,31 @@ NOTIFICATIONS_COMPONENT = "event_notifications"
 _OPEN_ROWS = "WHERE state IN ('PENDING', 'FAILED')"
 
 
-class _Types(NamedTuple):
-    id: str
-    uuid: str
-    json: str
-    time: str
-    primary_key: str = ""
-
-
-_TYPES = {
-    DialectName.POSTGRESQL: _Types("UUID PRIMARY KEY", "UUID", "JSONB", "TIMESTAMP"),
-    DialectName.MARIADB: _Types("UUID PRIMARY KEY", "UUID", "JSON", "DATETIME(6)"),
-    DialectName.MYSQL: _Types(
-        "CHAR(36) CHARACTER SET ascii NOT NULL",
-        "CHAR(36) CHARACTER SET ascii",
-        "JSON",
-        "DATETIME(6)",
-        ",\n  PRIMARY KEY (id)",
-    ),
-    DialectName.SQLITE: _Types("CHAR(36) PRIMARY KEY NOT NULL", "CHAR(36)", "JSON", "DATETIME"),
-}
-
-
 def notifications_statements(
     dialect: DialectName | str, eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA
 ) -> list[str]:
     """The eventlog schema/database (if missing), ``event_notifications`` and its indexes."""
     dialect = DialectName(dialect)
     table = notifications_table_name(dialect, eventlog_schema)
-    if dialect is DialectName.SQLITE:
-        return [
-            _create_table(table, _TYPES[dialect]),
-            f"CREATE INDEX IF NOT EXISTS {eventlog_schema}_event_notifications_due ON {table} "
-            f"(next_retry_at) {_OPEN_ROWS}",
-        ]
+    types = eventlog_column_types(dialect)
     schema = eventlog_schema_statements(dialect, eventlog_schema)
-    if dialect is DialectName.POSTGRESQL:
+    if not dialect.is_mysql_family:
+        due = eventlog_index_name(dialect, "event_notifications_due", eventlog_schema)
         return [
             *schema,
-            _create_table(table, _TYPES[dialect]),
-            f"CREATE INDEX IF NOT EXISTS event_notifications_due ON {table} (next_retry_at) {_OPEN_ROWS}",
+            _create_table(table, types),
+            f"CREATE INDEX IF NOT EXISTS {due} ON {table} (next_retry_at) {_OPEN_ROWS}",
         ]
     # MariaDB and MySQL have no partial indexes: the open rows' index leads with their state,
     # so that the due-rows query does not step over every notification ever handled
-    due = ",\n  INDEX event_notifications_due (next_retry_at)"
+    inline_due = ",\n  INDEX event_notifications_due (next_retry_at)"
     if dialect is DialectName.MYSQL:
         # no CREATE INDEX IF NOT EXISTS there: both declared in the table
         open_rows = ",\n  INDEX event_notifications_open (state, next_retry_at)"
-        return [*schema, _create_table(table, _TYPES[dialect], due + open_rows)]
+        return [*schema, _create_table(table, types, inline_due + open_rows)]
     return [
         *schema,
-        _create_table(table, _TYPES[dialect], due),
+        _create_table(table, types, inline_due),
         f"CREATE INDEX IF NOT EXISTS event_notifications_open ON {table} (state, next_retry_at)",
     ]
 
@@ -109,7 +88,7 @@ def _v1(dialect: str, *, eventlog_schema: str = DEFAULT_EVENTLOG_SCHEMA) -> list
     return notifications_statements(dialect, eventlog_schema)
 
 
-def _create_table(table: str, t: _Types, indexes: str = "") -> str:
+def _create_table(table: str, t: EventlogColumnTypes, indexes: str = "") -> str:
     return f"""CREATE TABLE IF NOT EXISTS {table} (
   id {t.id},
   event_id {t.uuid} NOT NULL,

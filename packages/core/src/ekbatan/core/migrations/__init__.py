@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from ekbatan.core.migrations._core_contributions import core_migrations as core_migrations
     from ekbatan.core.migrations._eventlog_ddl import (
         DEFAULT_EVENTLOG_SCHEMA as DEFAULT_EVENTLOG_SCHEMA,
+        EventlogColumnTypes as EventlogColumnTypes,
+        eventlog_column_types as eventlog_column_types,
+        eventlog_index_name as eventlog_index_name,
         eventlog_schema_statements as eventlog_schema_statements,
         eventlog_statements as eventlog_statements,
         eventlog_table_name as eventlog_table_name,
@@ -46,6 +49,9 @@ __getattr__, __dir__, __all__ = _lazy_exports.lazy_exports(
         "ekbatan.core.migrations._core_contributions": ("core_migrations",),
         "ekbatan.core.migrations._eventlog_ddl": (
             "DEFAULT_EVENTLOG_SCHEMA",
+            "EventlogColumnTypes",
+            "eventlog_column_types",
+            "eventlog_index_name",
             "eventlog_schema_statements",
             "eventlog_statements",
             "eventlog_table_name",

@@ -6,8 +6,9 @@ database; MySQL/MariaDB — a separate database of that name on the same server;
 same file, with the name as a table prefix (``eventlog_events``), because an ATTACHed file is
 not committed atomically with the main file under WAL, and the outbox exists to commit with the
 business write. Packages that keep tables of their own there (the local event handler's
-``event_notifications``) take the names to write from :func:`eventlog_table_name` and create
-the schema with :func:`eventlog_schema_statements`, so that rule is written once, here.
+``event_notifications``) take the names to write from :func:`eventlog_table_name` and
+:func:`eventlog_index_name`, their columns' types from :func:`eventlog_column_types` and create
+the schema with :func:`eventlog_schema_statements`, so those rules are written once, here.
 
 Every statement is idempotent (``IF NOT EXISTS``); on MySQL, which has no
 ``CREATE INDEX IF NOT EXISTS``, the indexes are declared inside ``CREATE TABLE`` instead.
@@ -15,10 +16,52 @@ Every statement is idempotent (``IF NOT EXISTS``); on MySQL, which has no
 
 from __future__ import annotations
 
-from ekbatan.core.persistence._dialect_names import DialectName
+from typing import NamedTuple
+
+from ekbatan.core.persistence._dialect_names import SUPPORTED_DIALECTS, DialectName
 from ekbatan.core.persistence._sql_identifiers import validate_sql_identifier
 
 DEFAULT_EVENTLOG_SCHEMA = "eventlog"
+
+
+class EventlogColumnTypes(NamedTuple):
+    """The SQL types of the eventlog's columns on one dialect.
+
+    ``id`` declares a UUID column ``id`` as the primary key, ``NOT NULL`` included, except on
+    MySQL, where the key is ``primary_key``: a clause to write after the last column (empty
+    elsewhere). ``uuid``, ``json`` and ``time`` (naive UTC) are bare types: a column adds its
+    own ``NOT NULL``.
+    """
+
+    id: str
+    uuid: str
+    json: str
+    time: str
+    primary_key: str = ""
+
+
+# MySQL has no UUID type; ASCII keeps its text key at one byte a character. The trailing key
+# clause is how the first release wrote it, and the migrations' checksums hold every byte.
+_MYSQL_UUID = "CHAR(36) CHARACTER SET ascii"
+
+_COLUMN_TYPES = {
+    DialectName.POSTGRESQL: EventlogColumnTypes("UUID PRIMARY KEY", "UUID", "JSONB", "TIMESTAMP"),
+    DialectName.MARIADB: EventlogColumnTypes("UUID PRIMARY KEY", "UUID", "JSON", "DATETIME(6)"),
+    DialectName.MYSQL: EventlogColumnTypes(
+        f"{_MYSQL_UUID} NOT NULL", _MYSQL_UUID, "JSON", "DATETIME(6)", ",\n  PRIMARY KEY (id)"
+    ),
+    DialectName.SQLITE: EventlogColumnTypes("CHAR(36) PRIMARY KEY NOT NULL", "CHAR(36)", "JSON", "DATETIME"),
+}
+
+
+def eventlog_column_types(dialect: DialectName | str) -> EventlogColumnTypes:
+    """The column types of the eventlog's tables on ``dialect``."""
+    try:
+        return _COLUMN_TYPES[DialectName(dialect)]
+    except ValueError:
+        raise ValueError(
+            f"no eventlog column types for the dialect {dialect!r}; Ekbatan supports {SUPPORTED_DIALECTS}"
+        ) from None
 
 
 def eventlog_table_name(dialect: DialectName | str, table: str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> str:
@@ -29,6 +72,17 @@ def eventlog_table_name(dialect: DialectName | str, table: str, schema: str = DE
     if DialectName(dialect) is DialectName.SQLITE:
         return f"{schema}_{table}"
     return f"{schema}.{table}"
+
+
+def eventlog_index_name(dialect: DialectName | str, index: str, schema: str = DEFAULT_EVENTLOG_SCHEMA) -> str:
+    """The name to write in SQL for an index of an eventlog table: ``index`` (it lives in its
+    table's schema) or, on SQLite, where a file's indexes share one namespace, ``index`` prefixed
+    as the tables are (``eventlog_events_undelivered``)."""
+    validate_sql_identifier(schema, "eventlog schema")
+    validate_sql_identifier(index, "eventlog index")
+    if DialectName(dialect) is DialectName.SQLITE:
+        return f"{schema}_{index}"
+    return index
 
 
 def eventlog_schema_statements(
@@ -56,72 +110,42 @@ def eventlog_statements(dialect: DialectName | str, schema: str = DEFAULT_EVENTL
     ]
 
 
-def _events(dialect: DialectName, s: str) -> list[str]:
-    if dialect is DialectName.POSTGRESQL:
-        return [
-            f"""CREATE TABLE IF NOT EXISTS {s}.events (
-  id UUID PRIMARY KEY,
+def _events(dialect: DialectName, schema: str) -> list[str]:
+    t = eventlog_column_types(dialect)
+    table = eventlog_table_name(dialect, "events", schema)
+    by_action = eventlog_index_name(dialect, "idx_events_action_id", schema)
+    inline_indexes = ""
+    if dialect.is_mysql_family:
+        # MySQL has no CREATE INDEX IF NOT EXISTS, so the indexes are declared in the table (on
+        # MariaDB as well: one statement for both). Without partial indexes there, the
+        # undelivered rows' index leads with the flag.
+        inline_indexes = (
+            f",\n  INDEX {by_action} (action_id)"
+            ",\n  INDEX events_pending_fanout (delivered, event_type, event_date)"
+        )
+    create = f"""CREATE TABLE IF NOT EXISTS {table} (
+  id {t.id},
   namespace VARCHAR(255) NOT NULL,
-  action_id UUID NOT NULL,
+  action_id {t.uuid} NOT NULL,
   action_name VARCHAR(255) NOT NULL,
-  action_params JSONB NOT NULL,
-  started_date TIMESTAMP NOT NULL,
-  completion_date TIMESTAMP NOT NULL,
+  action_params {t.json} NOT NULL,
+  started_date {t.time} NOT NULL,
+  completion_date {t.time} NOT NULL,
   model_id VARCHAR(255),
   model_type VARCHAR(255),
   event_type VARCHAR(255),
-  payload JSONB,
-  event_date TIMESTAMP NOT NULL,
-  delivered BOOLEAN NOT NULL
-)""",
-            f"CREATE INDEX IF NOT EXISTS idx_events_action_id ON {s}.events (action_id)",
-            f"CREATE INDEX IF NOT EXISTS events_undelivered ON {s}.events (event_type, event_date) "
-            "WHERE delivered = FALSE",
-        ]
-    if dialect is DialectName.SQLITE:
-        return [
-            f"""CREATE TABLE IF NOT EXISTS {s}_events (
-  id CHAR(36) PRIMARY KEY NOT NULL,
-  namespace VARCHAR(255) NOT NULL,
-  action_id CHAR(36) NOT NULL,
-  action_name VARCHAR(255) NOT NULL,
-  action_params JSON NOT NULL,
-  started_date DATETIME NOT NULL,
-  completion_date DATETIME NOT NULL,
-  model_id VARCHAR(255),
-  model_type VARCHAR(255),
-  event_type VARCHAR(255),
-  payload JSON,
-  event_date DATETIME NOT NULL,
-  delivered BOOLEAN NOT NULL
-)""",
-            f"CREATE INDEX IF NOT EXISTS {s}_idx_events_action_id ON {s}_events (action_id)",
-            f"CREATE INDEX IF NOT EXISTS {s}_events_undelivered ON {s}_events (event_type, event_date) "
-            f"WHERE delivered = 0",
-        ]
-    if dialect is DialectName.MARIADB:
-        uuid, uuid_pk, pk_clause = "UUID NOT NULL", "UUID PRIMARY KEY", ""
-    else:
-        uuid = "CHAR(36) CHARACTER SET ascii NOT NULL"
-        uuid_pk, pk_clause = uuid, ",\n  PRIMARY KEY (id)"
-    return [
-        f"""CREATE TABLE IF NOT EXISTS {s}.events (
-  id {uuid_pk},
-  namespace VARCHAR(255) NOT NULL,
-  action_id {uuid},
-  action_name VARCHAR(255) NOT NULL,
-  action_params JSON NOT NULL,
-  started_date DATETIME(6) NOT NULL,
-  completion_date DATETIME(6) NOT NULL,
-  model_id VARCHAR(255),
-  model_type VARCHAR(255),
-  event_type VARCHAR(255),
-  payload JSON,
-  event_date DATETIME(6) NOT NULL,
-  delivered BOOLEAN NOT NULL{pk_clause},
-  INDEX idx_events_action_id (action_id),
-  INDEX events_pending_fanout (delivered, event_type, event_date)
+  payload {t.json},
+  event_date {t.time} NOT NULL,
+  delivered BOOLEAN NOT NULL{t.primary_key}{inline_indexes}
 )"""
+    if dialect.is_mysql_family:
+        return [create]
+    undelivered = eventlog_index_name(dialect, "events_undelivered", schema)
+    false = "0" if dialect is DialectName.SQLITE else "FALSE"
+    return [
+        create,
+        f"CREATE INDEX IF NOT EXISTS {by_action} ON {table} (action_id)",
+        f"CREATE INDEX IF NOT EXISTS {undelivered} ON {table} (event_type, event_date) WHERE delivered = {false}",
     ]
 
 
@@ -130,28 +154,15 @@ def _action_traces(dialect: DialectName, schema: str) -> list[str]:
     kept beside ``events`` rather than in it, so that ``events`` stays as every reader of it
     knows it. The event handlers' spans link to it; rows older than the notifications'
     retention window are pruned by the handling job."""
-    if dialect is DialectName.SQLITE:
-        table, index, uuid, time = (
-            f"{schema}_action_traces",
-            f"{schema}_action_traces_recorded",
-            "CHAR(36)",
-            "DATETIME",
-        )
-    else:
-        table, index, time = f"{schema}.action_traces", "action_traces_recorded", "DATETIME(6)"
-        uuid = {
-            DialectName.POSTGRESQL: "UUID",
-            DialectName.MARIADB: "UUID",
-            DialectName.MYSQL: "CHAR(36) CHARACTER SET ascii",
-        }[dialect]
-        if dialect is DialectName.POSTGRESQL:
-            time = "TIMESTAMP"
+    t = eventlog_column_types(dialect)
+    table = eventlog_table_name(dialect, "action_traces", schema)
+    index = eventlog_index_name(dialect, "action_traces_recorded", schema)
     inline_index = f",\n  INDEX {index} (recorded)" if dialect is DialectName.MYSQL else ""
     create = f"""CREATE TABLE IF NOT EXISTS {table} (
-  action_id {uuid} NOT NULL PRIMARY KEY,
+  action_id {t.uuid} NOT NULL PRIMARY KEY,
   traceparent VARCHAR(55) NOT NULL,
   tracestate VARCHAR(512),
-  recorded {time} NOT NULL{inline_index}
+  recorded {t.time} NOT NULL{inline_index}
 )"""
     if dialect is DialectName.MYSQL:
         return [create]  # no CREATE INDEX IF NOT EXISTS there: declared in the table
