@@ -217,28 +217,6 @@ def test_the_frozen_previous_statements_are_those_the_previous_release_recorded(
             )
 
 
-#: ``event_notifications 1``'s checksums as the databases it migrated recorded them: statements
-#: that change even by a byte make the migrator warn on every one of those databases
-EVENT_NOTIFICATIONS_1_CHECKSUMS = {
-    ("postgresql", "eventlog"): "20c814f7779ab4e0523dbfc9e6e834614752b02a22a8fea6fa34886e99f673bc",
-    ("mariadb", "eventlog"): "2b81d229ec71a103d897cd69f3ea1f57a16afff3ab55fc29f22a34d803172042",
-    ("mysql", "eventlog"): "c69acd04f575a3c404fb50a0d8633c55f656ea4f5943f41715f28c35d63d747c",
-    ("sqlite", "eventlog"): "8fca3757a365751e73f7a6c2d9e6c880242bad643b495d2e3376cfa9dd3ff29a",
-    ("postgresql", "custom_log"): "1b29ff7cd5ca3167addfabf05f9d2ca7144336db2c24177241c6e5c0b1e4b33a",
-    ("mariadb", "custom_log"): "d9b8a8d0c7a5573505c02c499a9121399ae7f2b443d1c13d63977d575642747d",
-    ("mysql", "custom_log"): "8bd7682939e84ae2a224c9eaa3fb27c23a644ac51defdd3c7bc64cbee07d9309",
-    ("sqlite", "custom_log"): "b7fc974297b430a908554f6d876ab2e052ce7f281485987be7b0bad638fa3232",
-}
-
-
-@pytest.mark.parametrize(("dialect_name", "schema"), list(EVENT_NOTIFICATIONS_1_CHECKSUMS))
-def test_event_notifications_1_keeps_its_checksum(dialect_name, schema):
-    [version_1] = notifications_migrations()
-    assert (version_1.component, version_1.version) == ("event_notifications", "1")
-    statements = version_1.statements_for(dialect_name, eventlog_schema=schema)
-    assert version_1.checksum(statements) == EVENT_NOTIFICATIONS_1_CHECKSUMS[dialect_name, schema]
-
-
 @pytest.mark.parametrize("dialect_name", ["postgresql", "mariadb", "mysql", "sqlite"])
 def test_every_statement_is_idempotent_and_the_indexes_keep_their_names(dialect_name):
     statements = notifications_statements(dialect_name, "outbox")
