@@ -32,4 +32,4 @@ def patient_first_count(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     rows would meet the counting notice instead. These tests wait for the count, except those
     marked ``shipped_first_wait``, which test the notice itself."""
     if request.node.get_closest_marker("shipped_first_wait") is None:
-        monkeypatch.setattr(OverviewReads.__init__, "__defaults__", (PATIENT_FIRST_WAIT,))
+        monkeypatch.setattr(OverviewReads, "first_wait", PATIENT_FIRST_WAIT)

@@ -72,11 +72,23 @@ def _history(client: SchedulerClient) -> HistoryFigures | None:
     return read_history_figures(client, datetime.now(UTC))
 
 
+class _Shipped:
+    """``OverviewReads()``'s wait when none is given: the class's ``first_wait``."""
+
+
+_SHIPPED = _Shipped()
+
+
 class OverviewReads:
     """The overview's two reads that group whole tables, kept by one app between requests
     (see :mod:`~ekbatan.integrations.operator.background_reads`)."""
 
-    def __init__(self, first_wait: float | None = FIRST_WAIT) -> None:
+    #: how long a request waits for the first counts before its page says it is counting
+    first_wait: float | None = FIRST_WAIT
+
+    def __init__(self, first_wait: float | _Shipped | None = _SHIPPED) -> None:
+        if isinstance(first_wait, _Shipped):
+            first_wait = type(self).first_wait
         self.summaries: BackgroundRead[SchedulerClient, list[TaskSummary]] = BackgroundRead(
             _summaries, first_wait=first_wait
         )
