@@ -30,6 +30,7 @@ log = logging.getLogger("ekbatan.distributed_jobs.scheduler.history")
 PRUNE_TASK = "ekbatan-history-prune"
 #: seconds one pruning run may take before it leaves the rest to the next slot
 PRUNE_BUDGET = 30.0
+_NO_ERROR = ErrorRecord(None, None, None)
 
 
 class ExecutionHistory(SchedulerListener):
@@ -82,26 +83,25 @@ class ExecutionHistory(SchedulerListener):
         execution_time: datetime | None = None,
     ) -> None:
         assert self.writer is not None, "bind() first"
-        error = ErrorRecord.of(cause)
+        # a run that raised nothing (nearly every run) skips the error record's building
+        error = _NO_ERROR if cause is None else ErrorRecord.of(cause)
         self.writer.submit(
-            {
-                "task_name": execution.task_name,
-                "task_instance": execution.instance_id,
-                "execution_time": execution_time or execution.execution_time,
-                "picked_by": execution.picked_by,
-                "version": execution.version,
-                "started": started,
-                "finished": finished,
-                "duration_ms": None
-                if started is None
-                else round((finished - started).total_seconds() * 1000),
-                "result": result,
-                "attempt": execution.consecutive_failures + 1,
-                "error_class": error.error_class,
-                "error_message": message or error.message,
-                "error_traceback": error.traceback,
-                "task_data": execution.raw_data if self.settings.keep_task_data else None,
-            }
+            (  # a HistoryRow: the history's columns, in their order
+                execution.task_name,
+                execution.instance_id,
+                execution_time or execution.execution_time,
+                execution.picked_by,
+                execution.version,
+                started,
+                finished,
+                None if started is None else round((finished - started).total_seconds() * 1000),
+                result.value,
+                execution.consecutive_failures + 1,
+                error.error_class,
+                message or error.message,
+                error.traceback,
+                execution.raw_data if self.settings.keep_task_data else None,
+            )
         )
 
     # ------------------------------------------------------------------ pruning

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler._history.records import (
+    HISTORY_COLUMNS,
     HistoryEntry,
     HistoryRetention,
+    HistoryRow,
     RunResult,
     TaskHistorySummary,
 )
@@ -21,10 +23,9 @@ from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect
 
-COLUMNS = (
-    "task_name", "task_instance", "execution_time", "picked_by", "version", "started", "finished",
-    "duration_ms", "result", "attempt", "error_class", "error_message", "error_traceback", "task_data",
-)  # fmt: skip
+COLUMNS = HISTORY_COLUMNS
+#: the positions of the times in a row (encoded per dialect where no COPY takes them as they are)
+_TIMES = tuple(COLUMNS.index(c) for c in ("execution_time", "started", "finished"))
 _SELECT = "id, " + ", ".join(COLUMNS)
 #: the PostgreSQL types of :data:`COLUMNS`, for the binary COPY
 _COPY_TYPES = (
@@ -57,38 +58,40 @@ class HistoryTable:
             # NO_BACKSLASH_ESCAPES mode), written once per value type, costs 18
             self._literal_insert = f"INSERT INTO {self.name} ({', '.join(COLUMNS)}) VALUES "
 
-    def insert(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Insert encoded rows (see :meth:`encode`) in one transaction."""
+    def insert(self, rows: Sequence[HistoryRow]) -> None:
+        """Insert ``rows`` in one transaction."""
         with self.repository.engine.begin() as conn:
             if self._literal_insert is not None:
                 driver = conn.connection.driver_connection
                 assert driver is not None
-                escape = driver.escape  # what PyMySQL's cursors quote a string with
+                quote = _quoting(driver.escape)  # what PyMySQL's cursors quote a string with
                 values = ", ".join(
-                    "(" + ", ".join(_mysql_literal(row[c], escape) for c in COLUMNS) + ")" for row in rows
+                    "(" + ", ".join(_mysql_literal(v, quote) for v in row) + ")" for row in rows
                 )
                 with driver.cursor() as cur:
                     cur.execute(self._literal_insert + values)  # no parameters: nothing else formats it
                 return
             if self._copy is None:
-                conn.execute(self._insert, list(rows))
+                conn.execute(self._insert, [self._parameters(row) for row in rows])
                 return
             driver = conn.connection.driver_connection
             assert driver is not None
             with driver.cursor() as cur, cur.copy(self._copy) as copy:
                 copy.set_types(_COPY_TYPES)
                 for row in rows:
-                    copy.write_row([row[c] for c in COLUMNS])
+                    copy.write_row(row)  # aware times are what a timestamptz takes
 
-    def encode(self, row: dict[str, Any]) -> dict[str, Any]:
-        d = self.dialect
-        return {
-            **row,
-            "execution_time": d.encode_time(row["execution_time"]),
-            "started": d.encode_time(row["started"]),
-            "finished": d.encode_time(row["finished"]),
-            "result": RunResult(row["result"]).value,
-        }
+    def _parameters(self, row: HistoryRow) -> dict[str, Any]:
+        values = list(row)
+        for i in _TIMES:
+            values[i] = self.dialect.encode_time(row[i])
+        return dict(zip(COLUMNS, values, strict=True))
+
+    @staticmethod
+    def encode(row: Mapping[str, Any]) -> HistoryRow:
+        """A row for :meth:`insert` from a mapping of every column (the result a
+        :class:`RunResult` or its string)."""
+        return tuple(RunResult(row[c]).value if c == "result" else row[c] for c in COLUMNS)
 
     # ------------------------------------------------------------------ reading
     def read(
@@ -268,15 +271,33 @@ class HistoryTable:
         return removed
 
 
-def _mysql_literal(value: Any, escape: Callable[[str], str]) -> str:
-    """``value`` as a MySQL literal, a string quoted by ``escape`` as PyMySQL quotes parameters; only the types a
-    history row holds (anything else is a bug, refused rather than guessed)."""
+def _quoting(escape: Callable[[str], str]) -> Callable[[str], str]:
+    """``escape`` remembering what it quoted, for one batch: its task names, node names and
+    results repeat row after row."""
+    quoted: dict[str, str] = {}
+
+    def quote(value: str) -> str:
+        literal = quoted.get(value)
+        if literal is None:
+            literal = quoted[value] = escape(value)
+        return literal
+
+    return quote
+
+
+def _mysql_literal(value: Any, quote: Callable[[str], str]) -> str:
+    """``value`` as a MySQL literal, a string quoted by ``quote`` as PyMySQL quotes parameters, a
+    time in UTC as the table keeps it; only the types a history row holds (anything else is a
+    bug, refused rather than guessed)."""
     if value is None:
         return "NULL"
     if isinstance(value, str):
-        return escape(value)
+        return quote(value)
     if isinstance(value, datetime):
-        return "'" + value.isoformat(sep=" ") + "'"
+        if value.tzinfo is UTC:  # the engine's times: written without their "+00:00"
+            return "'" + value.isoformat(sep=" ")[:-6] + "'"
+        naive: datetime = value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+        return "'" + naive.isoformat(sep=" ") + "'"
     if isinstance(value, bytes):
         return "X'" + value.hex() + "'"
     if isinstance(value, int) and not isinstance(value, bool):

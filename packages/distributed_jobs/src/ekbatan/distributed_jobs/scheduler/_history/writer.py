@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Any
 
+from ekbatan.distributed_jobs.scheduler._history.records import HistoryRow
 from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
 from ekbatan.distributed_jobs.scheduler._liveness.outage import FailureLog
 
@@ -29,7 +29,7 @@ MAX_QUEUED = 20_000
 class HistoryWriter:
     def __init__(self, table: HistoryTable) -> None:
         self.table = table
-        self._queue: deque[dict[str, Any]] = deque()
+        self._queue: deque[HistoryRow] = deque()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -39,7 +39,7 @@ class HistoryWriter:
         self.failed_rows = 0
         self.written_rows = 0
 
-    def submit(self, row: dict[str, Any]) -> None:
+    def submit(self, row: HistoryRow) -> None:
         with self._lock:
             if len(self._queue) >= MAX_QUEUED:
                 self.failed_rows += 1
@@ -79,7 +79,7 @@ class HistoryWriter:
             if not batch:
                 return
             try:
-                self.table.insert([self.table.encode(row) for row in batch])
+                self.table.insert(batch)
             except Exception as error:
                 self.failed_rows += len(batch)
                 self.failures.failed(error)
