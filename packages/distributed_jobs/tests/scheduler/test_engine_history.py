@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -21,6 +21,7 @@ from ekbatan.distributed_jobs.scheduler import (
     Tasks,
     history_table_name,
 )
+from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
 from testsupport import wait_until
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -247,3 +248,19 @@ def test_any_text_and_data_round_trip_through_the_batch_insert(engine, clock, bu
     assert run.instance_id == "a'1"
     assert run.error.message == message and message in run.error.traceback
     assert json.loads(run.raw_data) == {"text": message}
+
+
+def test_a_time_in_any_zone_is_kept_as_its_instant(engine, clock, built, client):
+    built.append(build(engine, clock, OK))
+    table = HistoryTable(client.repository)
+    finished = datetime(2024, 1, 1, 14, 0, 0, 250_000, tzinfo=timezone(timedelta(hours=2)))
+    started = datetime(2024, 1, 1, 6, 59, 59, tzinfo=timezone(timedelta(hours=-5)))
+    row = dict.fromkeys(("picked_by", "version", "duration_ms", "attempt", "task_data"))
+    row |= dict.fromkeys(("error_class", "error_message", "error_traceback"))
+    row |= {"task_name": "zones", "task_instance": "z1", "result": RunResult.SUCCEEDED}
+    # the engine's own times are in UTC; a time given in another zone is the same instant
+    table.insert([table.encode(row | {"execution_time": T0, "started": started, "finished": finished})])
+    [run] = client.history("zones")
+    assert run.execution_time == T0
+    assert run.started == datetime(2024, 1, 1, 11, 59, 59, tzinfo=UTC)
+    assert run.finished == datetime(2024, 1, 1, 12, 0, 0, 250_000, tzinfo=UTC)

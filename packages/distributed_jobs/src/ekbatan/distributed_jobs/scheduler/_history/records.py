@@ -6,7 +6,6 @@ import dataclasses
 import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord
 
@@ -59,18 +58,6 @@ class HistoryRetention:
 
     def keep_for(self, result: RunResult) -> timedelta:
         return self.succeeded if result is RunResult.SUCCEEDED else self.failed
-
-
-#: the columns of ``<table>_history`` a run writes (its ``id`` is the table's own), in their order
-HISTORY_COLUMNS = (
-    "task_name", "task_instance", "execution_time", "picked_by", "version", "started", "finished",
-    "duration_ms", "result", "attempt", "error_class", "error_message", "error_traceback", "task_data",
-)  # fmt: skip
-#: a row on its way to ``<table>_history``: the values of :data:`HISTORY_COLUMNS` in their order,
-#: times aware, the result its string. A plain tuple, not a dict or a named tuple: one is built
-#: and written per run, thousands a second, by the process that runs them, and the writer hands
-#: it to the driver as it is (PostgreSQL's COPY takes it; MySQL's literals are written from it)
-HistoryRow = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)

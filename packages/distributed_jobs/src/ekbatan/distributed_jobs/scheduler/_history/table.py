@@ -11,10 +11,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ekbatan.distributed_jobs.scheduler._history.records import (
-    HISTORY_COLUMNS,
     HistoryEntry,
     HistoryRetention,
-    HistoryRow,
     RunResult,
     TaskHistorySummary,
 )
@@ -23,7 +21,16 @@ from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord
 from ekbatan.distributed_jobs.scheduler._table.repository import TaskRepository
 from ekbatan.distributed_jobs.scheduler.dialects import Dialect
 
-COLUMNS = HISTORY_COLUMNS
+#: the columns a run writes (its ``id`` is the table's own), in their order
+COLUMNS = (
+    "task_name", "task_instance", "execution_time", "picked_by", "version", "started", "finished",
+    "duration_ms", "result", "attempt", "error_class", "error_message", "error_traceback", "task_data",
+)  # fmt: skip
+#: a row on its way to the table: the values of :data:`COLUMNS` in their order, times aware, the
+#: result its string. A plain tuple, not a dict: one is built and written per run, thousands a
+#: second, by the process that runs them, and :meth:`HistoryTable.insert` hands it to the driver
+#: as it is (PostgreSQL's COPY takes it; MySQL's literals are written from it)
+HistoryRow = tuple[Any, ...]
 #: the positions of the times in a row (encoded per dialect where no COPY takes them as they are)
 _TIMES = tuple(COLUMNS.index(c) for c in ("execution_time", "started", "finished"))
 _SELECT = "id, " + ", ".join(COLUMNS)
@@ -65,8 +72,9 @@ class HistoryTable:
                 driver = conn.connection.driver_connection
                 assert driver is not None
                 quote = _quoting(driver.escape)  # what PyMySQL's cursors quote a string with
+                utc = self.dialect.encode_time
                 values = ", ".join(
-                    "(" + ", ".join(_mysql_literal(v, quote) for v in row) + ")" for row in rows
+                    "(" + ", ".join(_mysql_literal(v, quote, utc) for v in row) + ")" for row in rows
                 )
                 with driver.cursor() as cur:
                     cur.execute(self._literal_insert + values)  # no parameters: nothing else formats it
@@ -285,19 +293,20 @@ def _quoting(escape: Callable[[str], str]) -> Callable[[str], str]:
     return quote
 
 
-def _mysql_literal(value: Any, quote: Callable[[str], str]) -> str:
-    """``value`` as a MySQL literal, a string quoted by ``quote`` as PyMySQL quotes parameters, a
-    time in UTC as the table keeps it; only the types a history row holds (anything else is a
-    bug, refused rather than guessed)."""
+def _mysql_literal(value: Any, quote: Callable[[str], str], utc: Callable[[datetime], datetime]) -> str:
+    """``value`` as a MySQL literal: a string quoted by ``quote`` as PyMySQL quotes parameters, a
+    time as the table keeps it (``utc``: the dialect's naive UTC); only the types a history row
+    holds (anything else is a bug, refused rather than guessed)."""
     if value is None:
         return "NULL"
     if isinstance(value, str):
         return quote(value)
     if isinstance(value, datetime):
-        if value.tzinfo is UTC:  # the engine's times: written without their "+00:00"
+        if value.tzinfo is UTC:
+            # the engine's own times: the text without its "+00:00" is the naive UTC one, at a
+            # third of the cost of making the naive time first
             return "'" + value.isoformat(sep=" ")[:-6] + "'"
-        naive: datetime = value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
-        return "'" + naive.isoformat(sep=" ") + "'"
+        return "'" + utc(value).isoformat(sep=" ") + "'"
     if isinstance(value, bytes):
         return "X'" + value.hex() + "'"
     if isinstance(value, int) and not isinstance(value, bool):

@@ -14,8 +14,7 @@ import logging
 import threading
 from collections import deque
 
-from ekbatan.distributed_jobs.scheduler._history.records import HistoryRow
-from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
+from ekbatan.distributed_jobs.scheduler._history.table import HistoryRow, HistoryTable
 from ekbatan.distributed_jobs.scheduler._liveness.outage import FailureLog
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.history")
