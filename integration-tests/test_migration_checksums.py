@@ -10,6 +10,7 @@ a released one never changes them.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -22,6 +23,7 @@ DIALECTS = ("postgresql", "mariadb", "mysql", "sqlite")
 SCHEMAS = ("eventlog", "custom_log")
 
 
+@functools.cache  # one computation for every parametrised case
 def produced() -> dict[str, str]:
     return {
         f"{m.component} {m.version} {dialect} {schema}": m.checksum(
