@@ -188,7 +188,12 @@ def test_history_sums_up_each_task_and_lists_one_tasks_runs(config, engine, clie
     ]
     text = ekbatan("tasks", "history", "report", "r2", "--config", config).stdout
     assert "r2" in text and "r1" not in text and "1 run(s)" in text
-    err = ekbatan("tasks", "history", "--failed", "--config", config, code=2).output
-    assert "--failed lists one task's runs: give the task name" in err
+    # without a name, --failed lists the runs of every task that did not succeed
+    every = as_json("tasks", "history", "--failed", "--config", config)["runs"]
+    assert [(r["task"], r["instance"], r["result"]) for r in every] == [("mail", "m1", "dead")]
+    text = ekbatan("tasks", "history", "--failed", "--config", config).stdout
+    assert (
+        text.splitlines()[0].split()[:2] == ["TASK", "FINISHED"] and "mail" in text and "report" not in text
+    )
     err = ekbatan("tasks", "history", "--since-hours", "0", "--config", config, code=2).output
     assert "'0' is not positive" in err

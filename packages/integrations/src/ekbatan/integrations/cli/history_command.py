@@ -1,8 +1,9 @@
 """``ekbatan tasks history [NAME [INSTANCE]]``: what ran, how it ended and how long it took.
 
 Without a name, one line per task over the last ``--since`` (default one day): runs, failures,
-p50/p95 duration and the last run. With a name, its runs newest first (``--failed``: those that
-did not succeed), read from ``scheduled_tasks_history`` (written by the workers when execution
+p50/p95 duration and the last run; with ``--failed``, every task's runs that did not succeed,
+newest first. With a name, its runs newest first (``--failed``: those that did not succeed),
+read from ``scheduled_tasks_history`` (written by the workers when execution
 history is on, as it is by default through the integrations).
 """
 
@@ -57,11 +58,7 @@ def history_command(
     window = _hours(since)
     client = scheduler_client(invocation, companions=True)
     start = client.clock.now() - window
-    if task is None:
-        if failed:
-            raise click.UsageError(
-                "--failed lists one task's runs: give the task name (ekbatan tasks history NAME --failed)"
-            )
+    if task is None and not failed:
         summary = client.history_summary(since=start)
         invocation.emit(
             {"since": _iso(start), "tasks": [_summary_dict(s) for s in summary]},
@@ -125,13 +122,14 @@ def _summary_table(summary: list[TaskHistorySummary], window: timedelta) -> str:
     return f"{table}\n{len(summary)} task(s), runs of the last {hours:g} h"
 
 
-def _runs_table(runs: list[HistoryEntry], more: bool, limit: int, task: str) -> str:
+def _runs_table(runs: list[HistoryEntry], more: bool, limit: int, task: str | None) -> str:
     if not runs:
-        return f"no runs of {task} recorded in that window"
-    table = render_table(
-        ("FINISHED", "INSTANCE", "RESULT", "ATTEMPT", "TOOK", "BY", "ERROR"),
-        [(format_time(r.finished), r.instance_id, r.result.value, r.attempt, _ms(r.duration_ms), r.picked_by,
-          error_preview(r.error, ERROR_PREVIEW)) for r in runs],
-    )  # fmt: skip
+        return f"no {'failed runs' if task is None else f'runs of {task}'} recorded in that window"
+    header: tuple[str, ...] = ("FINISHED", "INSTANCE", "RESULT", "ATTEMPT", "TOOK", "BY", "ERROR")
+    rows: list[tuple[Any, ...]] = [(format_time(r.finished), r.instance_id, r.result.value, r.attempt, _ms(r.duration_ms), r.picked_by,
+             error_preview(r.error, ERROR_PREVIEW)) for r in runs]  # fmt: skip
+    if task is None:  # the failed runs of every task: which task each was
+        header, rows = ("TASK", *header), [(r.task_name, *row) for r, row in zip(runs, rows, strict=True)]
+    table = render_table(header, rows)
     tail = f"the newest {limit} shown; more match (--limit)" if more else f"{len(runs)} run(s)"
     return f"{table}\n{tail}"
