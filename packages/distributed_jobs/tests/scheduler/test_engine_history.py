@@ -264,3 +264,29 @@ def test_a_time_in_any_zone_is_kept_as_its_instant(engine, clock, built, client)
     assert run.execution_time == T0
     assert run.started == datetime(2024, 1, 1, 11, 59, 59, tzinfo=UTC)
     assert run.finished == datetime(2024, 1, 1, 12, 0, 0, 250_000, tzinfo=UTC)
+
+
+def test_a_started_writer_writes_succeeded_runs_and_failed_rows_of_one_batch(engine, clock, built, client):
+    """A succeeded run is queued as it is and becomes its row on the writer's thread; a failed
+    one is queued as a row built where it ran: one flush writes both kinds, and neither kind
+    waits for a flush under way."""
+    scheduler = build(engine, clock, OK, FLAKY)
+    built.append(scheduler)
+    writer = scheduler.execution_history.writer
+    writer.start()  # rows wait for the writer's thread, not written at once by the worker
+    try:
+        client.schedule(OK.instance("o1"), T0)
+        client.schedule(FLAKY.instance("f1", 3), T0)
+        with writer._lock:  # the flusher waits: both runs are queued, in one batch
+            runs = threading.Thread(target=scheduler.run_any_due_executions, daemon=True)
+            runs.start()
+            runs.join(10)
+            assert not runs.is_alive(), "a run waited for the history's flush"
+            assert sorted(type(item).__name__ for item in writer._queue) == ["ExecutionComplete", "tuple"]
+    finally:
+        writer.stop()
+    assert writer.written_rows == 2 and writer.failed_rows == 0
+    runs = {r.task_name: r for r in client.history()}
+    assert (runs["ok"].result, runs["ok"].attempt, runs["ok"].picked_by) == (RunResult.SUCCEEDED, 1, "node-1")
+    assert runs["ok"].error.error_class is None
+    assert (runs["flaky"].result, runs["flaky"].error.message) == (RunResult.FAILED, "bad input 3")

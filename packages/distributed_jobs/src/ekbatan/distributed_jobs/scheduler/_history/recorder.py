@@ -14,7 +14,7 @@ from typing import Any
 from ekbatan.distributed_jobs.scheduler._clock import Clock
 from ekbatan.distributed_jobs.scheduler._execution import Execution, ExecutionComplete
 from ekbatan.distributed_jobs.scheduler._history.records import HistorySettings, RunResult
-from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
+from ekbatan.distributed_jobs.scheduler._history.table import HistoryRow, HistoryTable
 from ekbatan.distributed_jobs.scheduler._history.writer import HistoryWriter
 from ekbatan.distributed_jobs.scheduler._observability import SchedulerListener
 from ekbatan.distributed_jobs.scheduler._table.held_rows import ErrorRecord
@@ -38,7 +38,7 @@ class ExecutionHistory(SchedulerListener):
         self.settings = settings
         self.clock = clock
         self.table: HistoryTable | None = None
-        self.writer: HistoryWriter | None = None
+        self.writer: HistoryWriter[ExecutionComplete] | None = None
         self.prune_task: Task[Any] = Tasks.recurring(
             PRUNE_TASK, Schedules.fixed_delay(settings.retention.prune_every)
         ).execute(self._prune)
@@ -46,14 +46,23 @@ class ExecutionHistory(SchedulerListener):
     def bind(self, repository: TaskRepository) -> None:
         """Write to ``repository``'s history table (known once the scheduler has built it)."""
         self.table = HistoryTable(repository)
-        self.writer = HistoryWriter(self.table)
+        self.writer = HistoryWriter(self.table, self._succeeded_row)
 
     # ------------------------------------------------------------------ recording
     def on_execution_complete(self, complete: ExecutionComplete) -> None:
         if complete.execution.task_name == PRUNE_TASK:
             return  # the history of pruning the history is noise
-        result = run_result(complete)
+        if complete.is_success:
+            # handed over as it is: the writer's thread builds its row (see the writer)
+            assert self.writer is not None, "bind() first"
+            self.writer.submit(complete)
+            return
+        result = run_result(complete)  # here: how it failed is known on this thread only
         self._record(complete.execution, result, complete.time_started, complete.time_done, complete.cause)
+
+    def _succeeded_row(self, complete: ExecutionComplete) -> HistoryRow:
+        execution, started, finished = complete.execution, complete.time_started, complete.time_done
+        return self._row(execution, RunResult.SUCCEEDED, started, finished, _NO_ERROR, None, None)
 
     def dead_execution_handled(self, execution: Execution, ops: ExecutionOperations, now: datetime) -> None:
         """A dead execution (its worker stopped heartbeating) was handled: its run was abandoned."""
@@ -83,25 +92,34 @@ class ExecutionHistory(SchedulerListener):
         execution_time: datetime | None = None,
     ) -> None:
         assert self.writer is not None, "bind() first"
-        # a run that raised nothing (nearly every run) skips the error record's building
         error = _NO_ERROR if cause is None else ErrorRecord.of(cause)
-        self.writer.submit(
-            (  # a HistoryRow: the history's columns, in their order
-                execution.task_name,
-                execution.instance_id,
-                execution_time or execution.execution_time,
-                execution.picked_by,
-                execution.version,
-                started,
-                finished,
-                None if started is None else round((finished - started).total_seconds() * 1000),
-                result.value,
-                execution.consecutive_failures + 1,
-                error.error_class,
-                message or error.message,
-                error.traceback,
-                execution.raw_data if self.settings.keep_task_data else None,
-            )
+        self.writer.submit(self._row(execution, result, started, finished, error, message, execution_time))
+
+    def _row(
+        self,
+        execution: Execution,
+        result: RunResult,
+        started: datetime | None,
+        finished: datetime,
+        error: ErrorRecord,
+        message: str | None,
+        execution_time: datetime | None,
+    ) -> HistoryRow:
+        return (  # the history's columns, in their order
+            execution.task_name,
+            execution.instance_id,
+            execution_time or execution.execution_time,
+            execution.picked_by,
+            execution.version,
+            started,
+            finished,
+            None if started is None else round((finished - started).total_seconds() * 1000),
+            result.value,
+            execution.consecutive_failures + 1,
+            error.error_class,
+            message or error.message,
+            error.traceback,
+            execution.raw_data if self.settings.keep_task_data else None,
         )
 
     # ------------------------------------------------------------------ pruning

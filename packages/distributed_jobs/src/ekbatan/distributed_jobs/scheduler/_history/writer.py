@@ -1,5 +1,10 @@
-"""Writing history rows off the hot path: workers hand a row over and move on; one thread
-inserts what gathered, a batch per transaction.
+"""Writing history rows off the hot path: workers hand a run over and move on; one thread
+turns what gathered into rows and inserts them, a batch per transaction.
+
+A run that succeeded (nearly every run) is handed over as it is, and its row is built on the
+writer's thread: the thread that hands it over is, for a one-time run, the completions' writer,
+whose next delete every finished run waits on, so it does no more than an append there. Other
+results come as rows already built (how a run failed is known only where it ran).
 
 A history write never fails or repeats a run: a batch that cannot be written is dropped,
 counted (``failed_rows``) and logged once per streak; a queue full because the database is slow
@@ -13,6 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from ekbatan.distributed_jobs.scheduler._history.table import HistoryRow, HistoryTable
 from ekbatan.distributed_jobs.scheduler._liveness.outage import FailureLog
@@ -24,12 +31,19 @@ FLUSH_INTERVAL = 0.2
 BATCH = 500
 MAX_QUEUED = 20_000
 
+#: what a succeeded run is handed over as (the writer's ``row_of`` makes it a row)
+Run = TypeVar("Run")
 
-class HistoryWriter:
-    def __init__(self, table: HistoryTable) -> None:
+
+class HistoryWriter(Generic[Run]):
+    def __init__(self, table: HistoryTable, row_of: Callable[[Run], HistoryRow]) -> None:
         self.table = table
-        self._queue: deque[HistoryRow] = deque()
+        self._row_of = row_of
+        # runs and rows wait together, told apart by type at the flush; deque's append and
+        # popleft are atomic, so the submitters take no lock (the lock orders the flushers)
+        self._queue: deque[HistoryRow | Run] = deque()
         self._lock = threading.Lock()
+        self._counting = threading.Lock()  # not the flush's lock: a full queue holds no worker
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -38,14 +52,15 @@ class HistoryWriter:
         self.failed_rows = 0
         self.written_rows = 0
 
-    def submit(self, row: HistoryRow) -> None:
-        with self._lock:
-            if len(self._queue) >= MAX_QUEUED:
+    def submit(self, item: HistoryRow | Run) -> None:
+        """Queue a row, or a succeeded run whose row the writer builds."""
+        queue = self._queue
+        if len(queue) >= MAX_QUEUED:
+            with self._counting:
                 self.failed_rows += 1
-                return
-            self._queue.append(row)
-            full = len(self._queue) >= BATCH
-        if full:
+            return
+        queue.append(item)
+        if len(queue) >= BATCH and not self._wake.is_set():
             self._wake.set()
         if self._thread is None:  # not started (driven by hand): write at once
             self.flush()
@@ -72,16 +87,18 @@ class HistoryWriter:
             self.flush()
 
     def flush(self) -> None:
-        while True:
-            with self._lock:
-                batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
-            if not batch:
-                return
-            try:
-                self.table.insert(batch)
-            except Exception as error:
-                self.failed_rows += len(batch)
-                self.failures.failed(error)
-                return  # the next flush tries again with what comes next
-            self.written_rows += len(batch)
-            self.failures.succeeded()
+        row_of = self._row_of
+        with self._lock:  # one flusher at a time: the queue is emptied in order, once
+            while self._queue:
+                queue = self._queue
+                items = [queue.popleft() for _ in range(min(BATCH, len(queue)))]
+                batch = [item if type(item) is tuple else row_of(item) for item in items]  # type: ignore[arg-type]
+                try:
+                    self.table.insert(batch)
+                except Exception as error:
+                    with self._counting:
+                        self.failed_rows += len(batch)
+                    self.failures.failed(error)
+                    return  # the next flush tries again with what comes next
+                self.written_rows += len(batch)
+                self.failures.succeeded()
