@@ -21,6 +21,7 @@ from ekbatan.distributed_jobs.scheduler import (
     Tasks,
     history_table_name,
 )
+from ekbatan.distributed_jobs.scheduler._history.recorder import DEFER_DATA_LIMIT
 from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
 from testsupport import wait_until
 
@@ -290,3 +291,30 @@ def test_a_started_writer_writes_succeeded_runs_and_failed_rows_of_one_batch(eng
     assert (runs["ok"].result, runs["ok"].attempt, runs["ok"].picked_by) == (RunResult.SUCCEEDED, 1, "node-1")
     assert runs["ok"].error.error_class is None
     assert (runs["flaky"].result, runs["flaky"].error.message) == (RunResult.FAILED, "bad input 3")
+
+
+def test_a_succeeded_run_of_large_data_is_queued_as_its_row_not_with_its_data(engine, clock, built, client):
+    """Waiting runs would hold their task data: beyond a small size the row (without the data)
+    is built at once instead."""
+    scheduler = build(engine, clock, OK)
+    built.append(scheduler)
+    writer = scheduler.execution_history.writer
+    writer.start()
+    try:
+        client.schedule(OK.instance("small", "x" * 10), T0)
+        client.schedule(OK.instance("large", "x" * (DEFER_DATA_LIMIT + 1)), T0)
+        with writer._lock:  # the flusher waits while both runs are queued
+            runs = threading.Thread(target=scheduler.run_any_due_executions, daemon=True)
+            runs.start()
+            runs.join(10)
+            assert not runs.is_alive(), "a run waited for the history's flush"
+            queued = {
+                (item[1] if type(item) is tuple else item.execution.instance_id): type(item).__name__
+                for item in writer._queue
+            }
+            assert queued == {"small": "ExecutionComplete", "large": "tuple"}
+            large_row = next(item for item in writer._queue if type(item) is tuple)
+            assert large_row[-1] is None  # the data is not kept unless asked
+    finally:
+        writer.stop()
+    assert {r.instance_id for r in client.history("ok")} == {"small", "large"}

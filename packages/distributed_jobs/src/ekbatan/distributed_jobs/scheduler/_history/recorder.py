@@ -31,6 +31,10 @@ PRUNE_TASK = "ekbatan-history-prune"
 #: seconds one pruning run may take before it leaves the rest to the next slot
 PRUNE_BUDGET = 30.0
 _NO_ERROR = ErrorRecord(None, None, None)
+#: a succeeded run is queued as it is only while its task data is at most this many bytes: the
+#: run holds its data while it waits (a row holds it only if asked to keep it), and a queue of
+#: 20,000 runs of large data would hold all of it
+DEFER_DATA_LIMIT = 1024
 
 
 class ExecutionHistory(SchedulerListener):
@@ -53,10 +57,12 @@ class ExecutionHistory(SchedulerListener):
         if complete.execution.task_name == PRUNE_TASK:
             return  # the history of pruning the history is noise
         if complete.is_success:
-            # handed over as it is: the writer's thread builds its row (see the writer)
-            assert self.writer is not None, "bind() first"
-            self.writer.submit(complete)
-            return
+            data = complete.execution.raw_data
+            if data is None or len(data) <= DEFER_DATA_LIMIT:
+                # handed over as it is: the writer's thread builds its row (see the writer)
+                assert self.writer is not None, "bind() first"
+                self.writer.submit(complete)
+                return
         result = run_result(complete)  # here: how it failed is known on this thread only
         self._record(complete.execution, result, complete.time_started, complete.time_done, complete.cause)
 
