@@ -22,7 +22,8 @@ from ekbatan.distributed_jobs.scheduler import (
     history_table_name,
 )
 from ekbatan.distributed_jobs.scheduler._history.recorder import DEFER_DATA_LIMIT
-from ekbatan.distributed_jobs.scheduler._history.table import HistoryTable
+from ekbatan.distributed_jobs.scheduler._history.table import COLUMNS, HistoryTable
+from ekbatan.distributed_jobs.scheduler._history.writer import BATCH
 from testsupport import wait_until
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -318,3 +319,21 @@ def test_a_succeeded_run_of_large_data_is_queued_as_its_row_not_with_its_data(en
     finally:
         writer.stop()
     assert {r.instance_id for r in client.history("ok")} == {"small", "large"}
+
+
+def test_a_writer_woken_by_a_full_batch_leaves_the_rest_for_the_next(engine, clock, built, client):
+    """Woken by a full batch, the writer writes full batches only; what remains waits for the next
+    one or for the interval (a batch costs far more than a row)."""
+    scheduler = build(engine, clock, OK)
+    built.append(scheduler)
+    writer = scheduler.execution_history.writer
+    row = HistoryTable.encode(
+        dict.fromkeys(COLUMNS)
+        | {"task_name": "ok", "execution_time": T0, "finished": T0, "result": "succeeded"}
+    )
+    writer._queue.extend((*row[:1], f"i{i}", *row[2:]) for i in range(BATCH + 200))
+    writer.flush(whole=False)
+    assert (writer.written_rows, len(writer._queue)) == (BATCH, 200)
+    writer.flush()
+    assert (writer.written_rows, len(writer._queue)) == (BATCH + 200, 0)
+    assert len(client.history("ok", limit=BATCH + 500)) == BATCH + 200

@@ -82,14 +82,20 @@ class HistoryWriter(Generic[Run]):
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._wake.wait(FLUSH_INTERVAL)
+            full = self._wake.wait(FLUSH_INTERVAL)
             self._wake.clear()
-            self.flush()
+            # woken by a full batch: write full batches only, and leave the few rows that came
+            # meanwhile for the next one (a batch costs about as much as 100 of its rows, and a
+            # busy scheduler would otherwise write a small one after each full one); the
+            # interval passing writes everything
+            self.flush(whole=not full or self._stopping.is_set())
 
-    def flush(self) -> None:
+    def flush(self, whole: bool = True) -> None:
+        """Write what is queued (``whole=False``: only full batches)."""
         row_of = self._row_of
+        least = 1 if whole else BATCH
         with self._lock:  # one flusher at a time: the queue is emptied in order, once
-            while self._queue:
+            while len(self._queue) >= least:
                 queue = self._queue
                 items = [queue.popleft() for _ in range(min(BATCH, len(queue)))]
                 batch = [item if type(item) is tuple else row_of(item) for item in items]  # type: ignore[arg-type]
