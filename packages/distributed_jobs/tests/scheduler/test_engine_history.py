@@ -23,7 +23,7 @@ from ekbatan.distributed_jobs.scheduler import (
 )
 from ekbatan.distributed_jobs.scheduler._history.recorder import DEFER_DATA_LIMIT
 from ekbatan.distributed_jobs.scheduler._history.table import COLUMNS, HistoryTable
-from ekbatan.distributed_jobs.scheduler._history.writer import BATCH
+from ekbatan.distributed_jobs.scheduler._history.writer import BATCH, HistoryWriter
 from testsupport import wait_until
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -337,3 +337,27 @@ def test_a_writer_woken_by_a_full_batch_leaves_the_rest_for_the_next(engine, clo
     writer.flush()
     assert (writer.written_rows, len(writer._queue)) == (BATCH + 200, 0)
     assert len(client.history("ok", limit=BATCH + 500)) == BATCH + 200
+
+
+def test_a_run_whose_row_cannot_be_built_is_a_failed_write_not_the_writers_end(engine, clock, built, client):
+    built.append(build(engine, clock, OK))
+
+    def broken(run: object) -> tuple:
+        raise ValueError("no row for this run")
+
+    writer = HistoryWriter(HistoryTable(client.repository), broken)
+    writer._queue.append(object())
+    writer.flush()
+    assert (writer.failed_rows, writer.written_rows) == (1, 0)
+    row = HistoryTable.encode(
+        dict.fromkeys(COLUMNS)
+        | {
+            "task_name": "ok",
+            "task_instance": "after",
+            "execution_time": T0,
+            "finished": T0,
+            "result": "succeeded",
+        }
+    )
+    writer.submit(row)  # not started: written at once, by the same writer
+    assert writer.written_rows == 1 and [r.instance_id for r in client.history("ok")] == ["after"]

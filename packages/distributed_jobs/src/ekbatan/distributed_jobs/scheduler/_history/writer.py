@@ -98,13 +98,13 @@ class HistoryWriter(Generic[Run]):
             while len(self._queue) >= least:
                 queue = self._queue
                 items = [queue.popleft() for _ in range(min(BATCH, len(queue)))]
-                batch = [item if type(item) is tuple else row_of(item) for item in items]  # type: ignore[arg-type]
-                try:
+                try:  # a row that cannot be built is a failed write too, not the thread's end
+                    batch = [item if type(item) is tuple else row_of(item) for item in items]  # type: ignore[arg-type]
                     self.table.insert(batch)
                 except Exception as error:
                     with self._counting:
-                        self.failed_rows += len(batch)
+                        self.failed_rows += len(items)
                     self.failures.failed(error)
                     return  # the next flush tries again with what comes next
-                self.written_rows += len(batch)
+                self.written_rows += len(items)
                 self.failures.succeeded()
