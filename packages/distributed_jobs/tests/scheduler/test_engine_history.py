@@ -361,3 +361,22 @@ def test_a_run_whose_row_cannot_be_built_is_a_failed_write_not_the_writers_end(e
     )
     writer.submit(row)  # not started: written at once, by the same writer
     assert writer.written_rows == 1 and [r.instance_id for r in client.history("ok")] == ["after"]
+
+
+def test_a_batch_larger_than_one_statement_takes_is_written_whole(engine, clock, built, client):
+    """Rows that keep task data (up to 64 KiB, what MySQL's BLOB holds): a batch of them can be
+    more than MySQL takes in one statement (its ``max_allowed_packet``, 16 MiB by default on
+    MariaDB), so it goes in several, still in one transaction."""
+    built.append(build(engine, clock, OK, keep_task_data=True))
+    table = HistoryTable(client.repository)
+    data = bytes(range(256)) * 192  # 48 KiB, written as 96 KiB of hex in a MySQL literal
+    base = dict.fromkeys(COLUMNS) | {"task_name": "big", "execution_time": T0, "finished": T0}
+    count = 200  # 19 MiB of literals
+    rows = [
+        table.encode(base | {"task_instance": f"b{i}", "result": "succeeded", "task_data": data})
+        for i in range(count)
+    ]
+    table.insert(rows)
+    runs = client.history("big", limit=count + 1)
+    assert sorted(r.instance_id for r in runs) == sorted(f"b{i}" for i in range(count))
+    assert all(r.raw_data == data for r in runs)

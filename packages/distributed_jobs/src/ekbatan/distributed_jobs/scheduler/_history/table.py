@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +41,11 @@ _COPY_TYPES = (
 )  # fmt: skip
 #: durations read per task for its percentiles (the newest runs in the window)
 SUMMARY_SAMPLE = 1_000
+#: the longest multi-row INSERT written at once on MySQL, in characters: its data is hex and its
+#: times and names ASCII, so about 1 MiB, 4 at the very most in UTF-8, well within the server's
+#: ``max_allowed_packet`` (16 MiB by default on MariaDB, 64 on MySQL); and still thousands of the
+#: rows of trivial runs (about 250 characters each)
+STATEMENT_CHARS = 1 << 20
 
 
 class HistoryTable:
@@ -73,11 +78,9 @@ class HistoryTable:
                 assert driver is not None
                 quote = _quoting(driver.escape)  # what PyMySQL's cursors quote a string with
                 utc = self.dialect.encode_time
-                values = ", ".join(
-                    "(" + ", ".join(_mysql_literal(v, quote, utc) for v in row) + ")" for row in rows
-                )
                 with driver.cursor() as cur:
-                    cur.execute(self._literal_insert + values)  # no parameters: nothing else formats it
+                    for values in _statements(rows, quote, utc):
+                        cur.execute(self._literal_insert + values)  # no parameters: nothing else formats it
                 return
             if self._copy is None:
                 conn.execute(self._insert, [self._parameters(row) for row in rows])
@@ -277,6 +280,25 @@ class HistoryTable:
                 break
             lower = ids[-1]
         return removed
+
+
+def _statements(
+    rows: Sequence[HistoryRow], quote: Callable[[str], str], utc: Callable[[datetime], datetime]
+) -> Iterator[str]:
+    """The ``VALUES`` lists of ``rows``, each at most :data:`STATEMENT_CHARS` long (a row longer
+    than that alone in its own): the server refuses a statement over its ``max_allowed_packet``,
+    and rows that keep large task data reach it in a few hundred."""
+    values: list[str] = []
+    size = 0
+    for row in rows:
+        literal = "(" + ", ".join(_mysql_literal(v, quote, utc) for v in row) + ")"
+        if values and size + len(literal) > STATEMENT_CHARS:
+            yield ", ".join(values)
+            values, size = [], 0
+        values.append(literal)
+        size += len(literal) + 2
+    if values:
+        yield ", ".join(values)
 
 
 def _quoting(escape: Callable[[str], str]) -> Callable[[str], str]:
