@@ -5,6 +5,7 @@ fails never touches the run."""
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from datetime import UTC, datetime, timedelta, timezone
@@ -21,9 +22,8 @@ from ekbatan.distributed_jobs.scheduler import (
     Tasks,
     history_table_name,
 )
-from ekbatan.distributed_jobs.scheduler._history.recorder import DEFER_DATA_LIMIT
 from ekbatan.distributed_jobs.scheduler._history.table import COLUMNS, HistoryTable
-from ekbatan.distributed_jobs.scheduler._history.writer import BATCH, HistoryWriter
+from ekbatan.distributed_jobs.scheduler._history.writer import BATCH, ROW_WIDTH, HistoryWriter
 from testsupport import wait_until
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -284,7 +284,8 @@ def test_a_started_writer_writes_succeeded_runs_and_failed_rows_of_one_batch(eng
             runs.start()
             runs.join(10)
             assert not runs.is_alive(), "a run waited for the history's flush"
-            assert sorted(type(item).__name__ for item in writer._queue) == ["ExecutionComplete", "tuple"]
+            # the succeeded run as its fields, the failed one as its row
+            assert sorted(len(item) == ROW_WIDTH for item in writer._queue) == [False, True]
     finally:
         writer.stop()
     assert writer.written_rows == 2 and writer.failed_rows == 0
@@ -294,28 +295,27 @@ def test_a_started_writer_writes_succeeded_runs_and_failed_rows_of_one_batch(eng
     assert (runs["flaky"].result, runs["flaky"].error.message) == (RunResult.FAILED, "bad input 3")
 
 
-def test_a_succeeded_run_of_large_data_is_queued_as_its_row_not_with_its_data(engine, clock, built, client):
-    """Waiting runs would hold their task data: beyond a small size the row (without the data)
-    is built at once instead."""
-    scheduler = build(engine, clock, OK)
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_succeeded_run_waits_as_plain_values_with_its_data_only_if_kept(engine, clock, built, client, keep):
+    """What waits for the writer is a tuple of plain values, which the garbage collector stops
+    scanning, not the run object; it holds the task data only when the data is to be kept."""
+    scheduler = build(engine, clock, OK, keep_task_data=keep)
     built.append(scheduler)
     writer = scheduler.execution_history.writer
     writer.start()
+    large = "x" * 50_000
     try:
-        client.schedule(OK.instance("small", "x" * 10), T0)
-        client.schedule(OK.instance("large", "x" * (DEFER_DATA_LIMIT + 1)), T0)
+        client.schedule(OK.instance("small", "x"), T0)
+        client.schedule(OK.instance("large", large), T0)
         with writer._lock:  # the flusher waits while both runs are queued
             runs = threading.Thread(target=scheduler.run_any_due_executions, daemon=True)
             runs.start()
             runs.join(10)
             assert not runs.is_alive(), "a run waited for the history's flush"
-            queued = {
-                (item[1] if type(item) is tuple else item.execution.instance_id): type(item).__name__
-                for item in writer._queue
-            }
-            assert queued == {"small": "ExecutionComplete", "large": "tuple"}
-            large_row = next(item for item in writer._queue if type(item) is tuple)
-            assert large_row[-1] is None  # the data is not kept unless asked
+            queued = list(writer._queue)
+            gc.collect()
+            assert len(queued) == 2 and not any(gc.is_tracked(item) for item in queued)
+            assert {item[-1] for item in queued} == ({b'"x"', json.dumps(large).encode()} if keep else {None})
     finally:
         writer.stop()
     assert {r.instance_id for r in client.history("ok")} == {"small", "large"}

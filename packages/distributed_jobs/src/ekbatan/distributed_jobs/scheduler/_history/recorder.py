@@ -31,10 +31,9 @@ PRUNE_TASK = "ekbatan-history-prune"
 #: seconds one pruning run may take before it leaves the rest to the next slot
 PRUNE_BUDGET = 30.0
 _NO_ERROR = ErrorRecord(None, None, None)
-#: a succeeded run is queued as it is only while its task data is at most this many bytes: the
-#: run holds its data while it waits (a row holds it only if asked to keep it), and a queue of
-#: 20,000 runs of large data would hold all of it
-DEFER_DATA_LIMIT = 1024
+#: a succeeded run as it is queued: its task name, instance, execution time, picked by, version,
+#: started, finished, consecutive failures before it, and its data (``None`` unless kept)
+SucceededRun = tuple[str, str, datetime, str | None, int, datetime | None, datetime, int, bytes | None]
 
 
 class ExecutionHistory(SchedulerListener):
@@ -42,7 +41,7 @@ class ExecutionHistory(SchedulerListener):
         self.settings = settings
         self.clock = clock
         self.table: HistoryTable | None = None
-        self.writer: HistoryWriter[ExecutionComplete] | None = None
+        self.writer: HistoryWriter[SucceededRun] | None = None
         self.prune_task: Task[Any] = Tasks.recurring(
             PRUNE_TASK, Schedules.fixed_delay(settings.retention.prune_every)
         ).execute(self._prune)
@@ -54,21 +53,41 @@ class ExecutionHistory(SchedulerListener):
 
     # ------------------------------------------------------------------ recording
     def on_execution_complete(self, complete: ExecutionComplete) -> None:
-        if complete.execution.task_name == PRUNE_TASK:
+        execution = complete.execution
+        if execution.task_name == PRUNE_TASK:
             return  # the history of pruning the history is noise
         if complete.is_success:
-            data = complete.execution.raw_data
-            if data is None or len(data) <= DEFER_DATA_LIMIT:
-                # handed over as it is: the writer's thread builds its row (see the writer)
-                assert self.writer is not None, "bind() first"
-                self.writer.submit(complete)
-                return
+            assert self.writer is not None, "bind() first"
+            # handed over as its fields, a tuple of plain values, and made a row on the writer's
+            # thread (see the writer). Not the run object: thousands of those waiting for the next
+            # flush are scanned by the garbage collector (on whichever thread allocates: mostly
+            # the poller) and keep their memory from reuse, which inside a busy scheduler made
+            # every thread's work dearer; the task data is in it only when it is to be kept
+            self.writer.submit(
+                (
+                    execution.task_name,
+                    execution.instance_id,
+                    execution.execution_time,
+                    execution.picked_by,
+                    execution.version,
+                    complete.time_started,
+                    complete.time_done,
+                    execution.consecutive_failures,
+                    execution.raw_data if self.settings.keep_task_data else None,
+                )
+            )
+            return
         result = run_result(complete)  # here: how it failed is known on this thread only
-        self._record(complete.execution, result, complete.time_started, complete.time_done, complete.cause)
+        self._record(execution, result, complete.time_started, complete.time_done, complete.cause)
 
-    def _succeeded_row(self, complete: ExecutionComplete) -> HistoryRow:
-        execution, started, finished = complete.execution, complete.time_started, complete.time_done
-        return self._row(execution, RunResult.SUCCEEDED, started, finished, _NO_ERROR, None, None)
+    @staticmethod
+    def _succeeded_row(run: SucceededRun) -> HistoryRow:
+        name, instance, due, picked_by, version, started, finished, failures, data = run
+        duration = None if started is None else round((finished - started).total_seconds() * 1000)
+        return (  # the history's columns, in their order (as _row)
+            name, instance, due, picked_by, version, started, finished, duration,
+            RunResult.SUCCEEDED.value, failures + 1, None, None, None, data,
+        )  # fmt: skip
 
     def dead_execution_handled(self, execution: Execution, ops: ExecutionOperations, now: datetime) -> None:
         """A dead execution (its worker stopped heartbeating) was handled: its run was abandoned."""

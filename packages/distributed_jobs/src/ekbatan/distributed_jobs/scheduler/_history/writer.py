@@ -1,10 +1,11 @@
 """Writing history rows off the hot path: workers hand a run over and move on; one thread
 turns what gathered into rows and inserts them, a batch per transaction.
 
-A run that succeeded (nearly every run) is handed over as it is, and its row is built on the
-writer's thread: the thread that hands it over is, for a one-time run, the completions' writer,
-whose next delete every finished run waits on, so it does no more than an append there. Other
-results come as rows already built (how a run failed is known only where it ran).
+A run that succeeded (nearly every run) is handed over as a short tuple of its fields, and its
+row is built on the writer's thread: the thread that hands it over is, for a one-time run, the
+completions' writer, whose next delete every finished run waits on, so it does no more there
+than pack the tuple and append it. Other results come as rows already built (how a run failed
+is known only where it ran). The two are told apart by their length.
 
 A history write never fails or repeats a run: a batch that cannot be written is dropped,
 counted (``failed_rows``) and logged once per streak; a queue full because the database is slow
@@ -21,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from ekbatan.distributed_jobs.scheduler._history.table import HistoryRow, HistoryTable
+from ekbatan.distributed_jobs.scheduler._history.table import COLUMNS, HistoryRow, HistoryTable
 from ekbatan.distributed_jobs.scheduler._liveness.outage import FailureLog
 
 log = logging.getLogger("ekbatan.distributed_jobs.scheduler.history")
@@ -30,9 +31,11 @@ log = logging.getLogger("ekbatan.distributed_jobs.scheduler.history")
 FLUSH_INTERVAL = 0.2
 BATCH = 500
 MAX_QUEUED = 20_000
+ROW_WIDTH = len(COLUMNS)
 
-#: what a succeeded run is handed over as (the writer's ``row_of`` makes it a row)
-Run = TypeVar("Run")
+#: what a succeeded run is handed over as: a tuple of another length than a row's (the writer's
+#: ``row_of`` makes it a row)
+Run = TypeVar("Run", bound=tuple)  # type: ignore[type-arg]
 
 
 class HistoryWriter(Generic[Run]):
@@ -99,7 +102,7 @@ class HistoryWriter(Generic[Run]):
                 queue = self._queue
                 items = [queue.popleft() for _ in range(min(BATCH, len(queue)))]
                 try:  # a row that cannot be built is a failed write too, not the thread's end
-                    batch = [item if type(item) is tuple else row_of(item) for item in items]  # type: ignore[arg-type]
+                    batch = [item if len(item) == ROW_WIDTH else row_of(item) for item in items]  # type: ignore[arg-type]
                     self.table.insert(batch)
                 except Exception as error:
                     with self._counting:
