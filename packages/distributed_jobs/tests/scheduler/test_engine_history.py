@@ -346,7 +346,7 @@ def test_a_run_whose_row_cannot_be_built_is_a_failed_write_not_the_writers_end(e
         raise ValueError("no row for this run")
 
     writer = HistoryWriter(HistoryTable(client.repository), broken)
-    writer._queue.append(object())
+    writer._queue.append(("a run's fields",))  # not a row's width: handed to row_of
     writer.flush()
     assert (writer.failed_rows, writer.written_rows) == (1, 0)
     row = HistoryTable.encode(

@@ -31,9 +31,10 @@ PRUNE_TASK = "ekbatan-history-prune"
 #: seconds one pruning run may take before it leaves the rest to the next slot
 PRUNE_BUDGET = 30.0
 _NO_ERROR = ErrorRecord(None, None, None)
-#: a succeeded run as it is queued: its task name, instance, execution time, picked by, version,
-#: started, finished, consecutive failures before it, and its data (``None`` unless kept)
-SucceededRun = tuple[str, str, datetime, str | None, int, datetime | None, datetime, int, bytes | None]
+#: a run's own fields, as a succeeded run is queued: its task name, instance, execution time,
+#: picked by, version, started, finished, consecutive failures before it, and its data (``None``
+#: unless kept); every row is made of these and what the run's result adds
+RunFields = tuple[str, str, datetime, str | None, int, datetime | None, datetime, int, bytes | None]
 
 
 class ExecutionHistory(SchedulerListener):
@@ -41,7 +42,7 @@ class ExecutionHistory(SchedulerListener):
         self.settings = settings
         self.clock = clock
         self.table: HistoryTable | None = None
-        self.writer: HistoryWriter[SucceededRun] | None = None
+        self.writer: HistoryWriter[RunFields] | None = None
         self.prune_task: Task[Any] = Tasks.recurring(
             PRUNE_TASK, Schedules.fixed_delay(settings.retention.prune_every)
         ).execute(self._prune)
@@ -63,31 +64,33 @@ class ExecutionHistory(SchedulerListener):
             # flush are scanned by the garbage collector (on whichever thread allocates: mostly
             # the poller) and keep their memory from reuse, which inside a busy scheduler made
             # every thread's work dearer; the task data is in it only when it is to be kept
-            self.writer.submit(
-                (
-                    execution.task_name,
-                    execution.instance_id,
-                    execution.execution_time,
-                    execution.picked_by,
-                    execution.version,
-                    complete.time_started,
-                    complete.time_done,
-                    execution.consecutive_failures,
-                    execution.raw_data if self.settings.keep_task_data else None,
-                )
-            )
+            self.writer.submit(self._fields(execution, complete.time_started, complete.time_done))
             return
         result = run_result(complete)  # here: how it failed is known on this thread only
         self._record(execution, result, complete.time_started, complete.time_done, complete.cause)
 
+    def _fields(
+        self,
+        execution: Execution,
+        started: datetime | None,
+        finished: datetime,
+        execution_time: datetime | None = None,
+    ) -> RunFields:
+        return (
+            execution.task_name,
+            execution.instance_id,
+            execution_time or execution.execution_time,
+            execution.picked_by,
+            execution.version,
+            started,
+            finished,
+            execution.consecutive_failures,
+            execution.raw_data if self.settings.keep_task_data else None,
+        )
+
     @staticmethod
-    def _succeeded_row(run: SucceededRun) -> HistoryRow:
-        name, instance, due, picked_by, version, started, finished, failures, data = run
-        duration = None if started is None else round((finished - started).total_seconds() * 1000)
-        return (  # the history's columns, in their order (as _row)
-            name, instance, due, picked_by, version, started, finished, duration,
-            RunResult.SUCCEEDED.value, failures + 1, None, None, None, data,
-        )  # fmt: skip
+    def _succeeded_row(run: RunFields) -> HistoryRow:
+        return _row(run, RunResult.SUCCEEDED, _NO_ERROR, None)
 
     def dead_execution_handled(self, execution: Execution, ops: ExecutionOperations, now: datetime) -> None:
         """A dead execution (its worker stopped heartbeating) was handled: its run was abandoned."""
@@ -118,34 +121,8 @@ class ExecutionHistory(SchedulerListener):
     ) -> None:
         assert self.writer is not None, "bind() first"
         error = _NO_ERROR if cause is None else ErrorRecord.of(cause)
-        self.writer.submit(self._row(execution, result, started, finished, error, message, execution_time))
-
-    def _row(
-        self,
-        execution: Execution,
-        result: RunResult,
-        started: datetime | None,
-        finished: datetime,
-        error: ErrorRecord,
-        message: str | None,
-        execution_time: datetime | None,
-    ) -> HistoryRow:
-        return (  # the history's columns, in their order
-            execution.task_name,
-            execution.instance_id,
-            execution_time or execution.execution_time,
-            execution.picked_by,
-            execution.version,
-            started,
-            finished,
-            None if started is None else round((finished - started).total_seconds() * 1000),
-            result.value,
-            execution.consecutive_failures + 1,
-            error.error_class,
-            message or error.message,
-            error.traceback,
-            execution.raw_data if self.settings.keep_task_data else None,
-        )
+        run = self._fields(execution, started, finished, execution_time)
+        self.writer.submit(_row(run, result, error, message))
 
     # ------------------------------------------------------------------ pruning
     def _prune(self, instance: Any, ctx: Any) -> None:
@@ -168,3 +145,13 @@ class ExecutionHistory(SchedulerListener):
     def stop(self) -> None:
         if self.writer is not None:
             self.writer.stop()
+
+
+def _row(run: RunFields, result: RunResult, error: ErrorRecord, message: str | None) -> HistoryRow:
+    """The history's columns, in their order: the run's fields and what its result adds."""
+    name, instance, due, picked_by, version, started, finished, failures, data = run
+    duration = None if started is None else round((finished - started).total_seconds() * 1000)
+    return (
+        name, instance, due, picked_by, version, started, finished, duration, result.value,
+        failures + 1, error.error_class, message or error.message, error.traceback, data,
+    )  # fmt: skip

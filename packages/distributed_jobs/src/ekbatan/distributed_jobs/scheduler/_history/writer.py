@@ -20,7 +20,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ekbatan.distributed_jobs.scheduler._history.table import COLUMNS, HistoryRow, HistoryTable
 from ekbatan.distributed_jobs.scheduler._liveness.outage import FailureLog
@@ -35,7 +35,7 @@ ROW_WIDTH = len(COLUMNS)
 
 #: what a succeeded run is handed over as: a tuple of another length than a row's (the writer's
 #: ``row_of`` makes it a row)
-Run = TypeVar("Run", bound=tuple)  # type: ignore[type-arg]
+Run = TypeVar("Run", bound=tuple[Any, ...])
 
 
 class HistoryWriter(Generic[Run]):
